@@ -1,0 +1,1 @@
+"""Prompts, chat messages with images, code extraction and policy backends (issue 4)."""

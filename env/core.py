@@ -1,0 +1,128 @@
+"""One sketch through the whole gate: static checks, sandboxed render, run-time checks, pigment.
+
+This is the single place where the static verdict and the render are combined, so the CLI,
+the OpenEnv environment and the trainer all see the same ``SketchOutcome``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from dataclasses import dataclass, field
+from typing import Any
+
+from env.contract import SketchContract
+from env.gate import GateVerdict, static_gate
+from env.renderer import RendererPool, RenderResult, SyncRenderer
+
+# Static findings that the run-time sandbox enforces as well: a sketch with only these is
+# still rendered, so the policy sees what it painted next to the reason it failed.
+RENDER_DESPITE = frozenset({
+    "brush_method_not_allowed",
+    "unknown_brush_method",
+    "bare_primitive",
+    "text_label",
+    "no_painting_calls",
+    "not_webgl",
+})
+
+
+@dataclass
+class SketchOutcome:
+    code: str | None
+    passed: bool
+    violations: list[str]
+    errors: list[str]
+    paint_fraction: float
+    render_ms: int
+    png: bytes | None
+    infrastructure_error: str | None = None
+    details: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    rendered: bool = False
+
+    @property
+    def infrastructure_failed(self) -> bool:
+        return self.infrastructure_error is not None
+
+
+def should_render(verdict: GateVerdict) -> bool:
+    return verdict.code is not None and set(verdict.violations) <= RENDER_DESPITE
+
+
+def combine(verdict: GateVerdict, render: RenderResult | None) -> SketchOutcome:
+    violations = list(verdict.violations)
+    details = list(verdict.details)
+    if render is None:
+        return SketchOutcome(
+            code=verdict.code, passed=False, violations=violations, errors=[], paint_fraction=0.0,
+            render_ms=0, png=None, details=details, stats=dict(verdict.stats),
+        )
+    for code in render.violations:
+        if code not in violations:
+            violations.append(code)
+    details.extend(render.details)
+    return SketchOutcome(
+        code=verdict.code,
+        passed=verdict.passed and render.passed,
+        violations=violations,
+        errors=list(render.errors),
+        paint_fraction=render.paint_fraction,
+        render_ms=render.elapsed_ms,
+        png=render.png,
+        infrastructure_error=render.infrastructure_error,
+        details=details,
+        stats=dict(verdict.stats),
+        rendered=True,
+    )
+
+
+async def evaluate_reply(
+    reply: str | bytes,
+    pool: RendererPool,
+    seed: int = 0,
+    contract: SketchContract | None = None,
+    deadline_s: float | None = None,
+) -> SketchOutcome:
+    """Gate and render the model's raw reply. Never raises for anything in the reply."""
+    contract = contract or pool.contract
+    verdict = static_gate(reply, contract)
+    if not should_render(verdict):
+        return combine(verdict, None)
+    render = await pool.render(verdict.code, seed=seed, deadline_s=deadline_s)
+    return combine(verdict, render)
+
+
+class SketchEvaluator:
+    """A renderer pool on its own event-loop thread, usable from sync and async code alike.
+
+    Playwright objects belong to the loop that created them; servers (uvicorn) and trainers
+    run their own loops or none, so the pool gets a private one and callers hand it work.
+    """
+
+    def __init__(self, contract: SketchContract | None = None, **pool_kwargs):
+        self.contract = contract or SketchContract()
+        self._renderer = SyncRenderer(contract=self.contract, **pool_kwargs)
+        self.pool = self._renderer.pool
+
+    def submit(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> concurrent.futures.Future:
+        return self._renderer.submit(evaluate_reply(reply, self.pool, seed, self.contract, deadline_s))
+
+    def evaluate(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> SketchOutcome:
+        return self.submit(reply, seed, deadline_s).result()
+
+    async def evaluate_async(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> SketchOutcome:
+        return await asyncio.wrap_future(self.submit(reply, seed, deadline_s))
+
+    def evaluate_many(self, replies: list[str | bytes], seeds: list[int], deadline_s: float | None = None) -> list[SketchOutcome]:
+        futures = [self.submit(r, s, deadline_s) for r, s in zip(replies, seeds)]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        self._renderer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

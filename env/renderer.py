@@ -1,0 +1,481 @@
+"""Render p5.brush sketches in sandboxed headless Chromium.
+
+A pool of browser *processes* (pages inside one browser serialise in its GPU process, so
+parallelism needs several browsers), each rendering one sketch at a time on a fresh page.
+Every request from the page is intercepted: our three library files are served from disk,
+everything else is aborted, and the browser is started behind a dead proxy so that anything
+the interception misses fails too.
+
+Failures come in two kinds, and the reward side treats them differently:
+- sketch failures (violations, JS errors, timeouts, crashes, blank canvas) are the policy's
+  fault: the render "ran" and the gate says no;
+- infrastructure failures (browser would not start, protocol errors) set
+  ``RenderResult.infrastructure_error`` so the rollout is dropped instead of scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from env.contract import SketchContract, P5_TEXT_FUNCTIONS
+from env.pigment import paint_fraction_of_png
+
+PAGE_DIR = Path(__file__).resolve().parent / "page"
+SANDBOX_ORIGIN = "http://sketch.sandbox"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def node_modules_dir() -> Path:
+    """Where the pinned p5 and p5.brush live (``make setup`` runs the npm install)."""
+    override = os.environ.get("WATERCOLOUR_NODE_MODULES")
+    if override:
+        return Path(override)
+    return PROJECT_ROOT / "node_modules"
+
+
+def library_files() -> dict[str, Path]:
+    modules = node_modules_dir()
+    return {
+        "/p5.min.js": modules / "p5" / "lib" / "p5.min.js",
+        "/p5.brush.js": modules / "p5.brush" / "dist" / "p5.brush.js",
+        "/runtime.js": PAGE_DIR / "runtime.js",
+    }
+
+
+# Chromium GL backends. "reference" is the plain SwiftShader-GL path everything is checked
+# against; the others trade set-up for raster speed (see README performance table).
+BACKENDS: dict[str, dict[str, Any]] = {
+    "reference": {
+        "args": ["--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
+        "env": {},
+    },
+    "llvmpipe": {
+        "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist"],
+        "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
+    },
+    "vulkan": {
+        "args": ["--use-gl=angle", "--use-angle=vulkan", "--enable-features=Vulkan",
+                 "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"],
+        "env": {},
+    },
+}
+DEFAULT_BACKEND = "llvmpipe"
+
+# Flags shared by every backend: no network, no background work, nothing written to disk.
+SANDBOX_ARGS = [
+    "--proxy-server=http://127.0.0.1:9",  # dead proxy: a request that escapes interception fails
+    "--proxy-bypass-list=<-loopback>",  # ...including ones to loopback addresses
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-domain-reliability",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+]
+
+
+def find_chromium() -> str | None:
+    """A Chromium on PATH (Debian's), else Playwright's own download (None)."""
+    override = os.environ.get("WATERCOLOUR_CHROMIUM")
+    if override:
+        return override
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@dataclass
+class RenderResult:
+    """What one render produced. ``violations`` holds run-time reason codes only."""
+
+    passed: bool
+    violations: list[str]
+    errors: list[str]
+    paint_fraction: float
+    elapsed_ms: int
+    png: bytes | None
+    ended_as: str
+    infrastructure_error: str | None = None
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def infrastructure_failed(self) -> bool:
+        return self.infrastructure_error is not None
+
+
+def seed_script(seed: int) -> str:
+    # sfc32 seeded from the integer: p5.brush seeds its own generators from Math.random at
+    # load time, so Math.random must be deterministic before any library script runs.
+    return (
+        "(()=>{let a=%d>>>0,b=0x9e3779b9,c=0x243f6a88,d=0xb7e15162;"
+        "const next=()=>{a>>>=0;b>>>=0;c>>>=0;d>>>=0;let t=(a+b)|0;a=b^(b>>>9);"
+        "b=(c+(c<<3))|0;c=(c<<21)|(c>>>11);d=(d+1)|0;t=(t+d)|0;c=(c+t)|0;"
+        "return (t>>>0)/4294967296;};for(let i=0;i<16;i++)next();"
+        "Object.defineProperty(Math,'random',{value:next,writable:false,configurable:false});})();"
+        % (seed & 0xFFFFFFFF)
+    )
+
+
+def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_density: float = 1.0) -> str:
+    config = {
+        "nonce": nonce,
+        "pixelDensity": pixel_density,
+        "sketch": code,
+        "brushMethods": list(contract.brush_methods),
+        "p5Names": list(contract.p5_names),
+        "textFunctions": list(P5_TEXT_FUNCTIONS),
+    }
+    # JSON inside a <script> element: escaping "<" keeps "</script>" in the sketch inert.
+    config_json = json.dumps(config).replace("<", "\\u003c")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<style>html,body{margin:0;padding:0;background:#fff}</style>"
+        f"<script>{seed_script(seed)}</script>"
+        f"<script>window.__WC_CONFIG={config_json};</script>"
+        "<script src='/p5.min.js'></script>"
+        "<script src='/p5.brush.js'></script>"
+        "<script src='/runtime.js'></script>"
+        "</head><body></body></html>"
+    )
+
+
+class _Browser:
+    """One Chromium process and the lock that makes it render one sketch at a time."""
+
+    def __init__(self, pool: "RendererPool", index: int):
+        self.pool = pool
+        self.index = index
+        self.browser = None
+        self.context = None
+        self.renders = 0
+        self.waiters: dict[Any, asyncio.Future] = {}
+
+    async def ensure_started(self):
+        if self.browser is not None and self.browser.is_connected():
+            return
+        await self.close()
+        self.browser = await self.pool._launch()
+        self.context = await self.browser.new_context(
+            viewport={"width": 640, "height": 640},
+            device_scale_factor=1,
+            java_script_enabled=True,
+            service_workers="block",
+            bypass_csp=False,
+        )
+        await self.context.route("**/*", self.pool._route)
+        await self.context.route_web_socket("**/*", _refuse_websocket)
+        await self.context.expose_binding("__wcReport", self._on_report)
+
+    def _on_report(self, source, payload):
+        waiter = self.waiters.get(source.get("page"))
+        if waiter is not None and not waiter.done():
+            waiter.set_result(payload)
+
+    async def close(self):
+        browser, self.browser, self.context = self.browser, None, None
+        if browser is not None:
+            try:
+                await asyncio.wait_for(browser.close(), timeout=10)
+            except Exception:
+                _kill_browser_process(browser)
+
+
+async def _refuse_websocket(ws):
+    await ws.close(code=1008, reason="network disabled in the watercolour sandbox")
+
+
+def _kill_browser_process(browser) -> None:
+    # A page stuck in an infinite loop can keep Browser.close() waiting; the process is
+    # killed outright so the pool keeps serving.
+    try:
+        process = browser._impl_obj._browser_type._connection._transport._proc  # noqa: SLF001
+    except AttributeError:
+        process = None
+    if process is not None:
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
+
+
+class RendererPool:
+    """Async pool of sandboxed browsers. Use ``async with RendererPool() as pool``."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        backend: str = DEFAULT_BACKEND,
+        contract: SketchContract | None = None,
+        deadline_s: float = 90.0,
+        executable: str | None = None,
+        pixel_density: float = 1.0,
+    ):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
+        self.size = size or default_pool_size()
+        self.backend = backend
+        self.contract = contract or SketchContract()
+        self.deadline_s = deadline_s
+        # p5 draws at window.devicePixelRatio: 0.5 is the preview option for intermediate
+        # turns (a quarter of the pixels to raster; the PNG is half the size).
+        self.pixel_density = pixel_density
+        self.executable = executable if executable is not None else find_chromium()
+        self._playwright = None
+        self._browsers: list[_Browser] = []
+        self._idle: asyncio.Queue[_Browser] | None = None
+        self._files = {path: file.read_bytes() for path, file in self._library_paths().items()}
+        self._pending_html: dict[str, str] = {}
+        self.requests_blocked = 0
+
+    @staticmethod
+    def _library_paths() -> dict[str, Path]:
+        files = library_files()
+        missing = [str(p) for p in files.values() if not p.exists()]
+        if missing:
+            raise FileNotFoundError(
+                "p5/p5.brush not installed (run `make setup`, which runs the pinned npm install): "
+                + ", ".join(missing)
+            )
+        return files
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def start(self):
+        from playwright.async_api import async_playwright
+
+        self._playwright = await async_playwright().start()
+        self._idle = asyncio.Queue()
+        self._browsers = [_Browser(self, i) for i in range(self.size)]
+        for browser in self._browsers:
+            self._idle.put_nowait(browser)
+
+    async def close(self):
+        for browser in self._browsers:
+            await browser.close()
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+    async def _launch(self):
+        spec = BACKENDS[self.backend]
+        env = {**os.environ, **spec["env"]}
+        kwargs: dict[str, Any] = {
+            "headless": True,
+            "args": SANDBOX_ARGS + spec["args"],
+            "env": env,
+            "timeout": 60_000,
+        }
+        if self.executable:
+            kwargs["executable_path"] = self.executable
+        return await self._playwright.chromium.launch(**kwargs)
+
+    async def _route(self, route):
+        url = route.request.url
+        if url.startswith(SANDBOX_ORIGIN + "/"):
+            path = url[len(SANDBOX_ORIGIN):].split("?", 1)[0]
+            if path.startswith("/page/"):
+                html = self._pending_html.get(path)
+                if html is not None:
+                    await route.fulfill(status=200, content_type="text/html", body=html)
+                    return
+            body = self._files.get(path)
+            if body is not None:
+                await route.fulfill(status=200, content_type="text/javascript", body=body)
+                return
+        self.requests_blocked += 1
+        await route.abort("blockedbyclient")
+
+    async def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
+        """Render one sketch; never raises for anything the sketch does."""
+        deadline = self.deadline_s if deadline_s is None else deadline_s
+        browser = await self._idle.get()
+        started = time.perf_counter()
+        try:
+            try:
+                await browser.ensure_started()
+            except Exception as exc:  # browser would not start: not the sketch's fault
+                await browser.close()
+                return _infrastructure_result(started, f"browser_start_failed: {exc}")
+            return await self._render_on(browser, code, seed, deadline, started)
+        finally:
+            self._idle.put_nowait(browser)
+
+    async def _render_on(self, browser: _Browser, code: str, seed: int, deadline: float, started: float) -> RenderResult:
+        browser.renders += 1
+        key = f"/page/{browser.index}-{browser.renders}.html"
+        nonce = secrets.token_hex(16)
+        self._pending_html[key] = page_html(code, seed, self.contract, nonce, self.pixel_density)
+        page = None
+        crashed = asyncio.Event()
+        try:
+            page = await browser.context.new_page()
+            page.on("crash", lambda _page: crashed.set())
+            reported = asyncio.get_running_loop().create_future()
+            browser.waiters[page] = reported
+            outcome = await _race(self._load_and_wait(page, key, reported, nonce), crashed, deadline)
+            if outcome == "timeout":
+                await browser.close()  # the page may be spinning; recycle the whole process
+                return _sketch_failure(started, "render_timeout", f"no painting within {deadline:g} s")
+            if outcome == "crashed":
+                await browser.close()
+                return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
+            return self._result_from_page(outcome, started)
+        except Exception as exc:
+            message = str(exc)
+            await browser.close()
+            if crashed.is_set() or "crash" in message.lower() or "Target closed" in message or "has been closed" in message:
+                return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
+            return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
+        finally:
+            self._pending_html.pop(key, None)
+            browser.waiters.pop(page, None)
+            if page is not None and browser.browser is not None:
+                try:
+                    await asyncio.wait_for(page.close(), timeout=5)
+                except Exception:
+                    await browser.close()
+
+    async def _load_and_wait(self, page, key: str, reported: asyncio.Future, nonce: str) -> dict:
+        await page.goto(SANDBOX_ORIGIN + key, wait_until="commit")
+        while True:
+            payload = await reported
+            result = json.loads(payload) if isinstance(payload, str) else None
+            if isinstance(result, dict) and result.get("nonce") == nonce:
+                return result
+            # A report without our nonce came from the sketch itself: ignore it, keep waiting.
+            reported = asyncio.get_running_loop().create_future()
+            self._waiter_owner(page).waiters[page] = reported
+
+    def _waiter_owner(self, page) -> _Browser:
+        return next(b for b in self._browsers if page in b.waiters)
+
+    def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
+        violations = _unique(v["code"] for v in page_result.get("violations", []))
+        details = [f"{v['name']}: {v['code']}" for v in page_result.get("violations", [])]
+        errors = list(page_result.get("errors", []))
+        png = None
+        data_url = page_result.get("png")
+        if data_url and data_url.startswith("data:image/png;base64,"):
+            png = base64.b64decode(data_url.split(",", 1)[1])
+        fraction = paint_fraction_of_png(png) if png else 0.0
+        ended_as = page_result.get("endedAs") or "unknown"
+        if errors and not violations:
+            violations.append("render_error")
+        if png is None and not violations:
+            violations.append("render_error")
+            errors.append("the sketch produced no canvas")
+        if fraction < self.contract.min_paint_fraction and "blank_canvas" not in violations:
+            violations.append("blank_canvas")
+        return RenderResult(
+            passed=not violations,
+            violations=violations,
+            errors=errors,
+            paint_fraction=fraction,
+            elapsed_ms=int((time.perf_counter() - started) * 1000),
+            png=png,
+            ended_as=ended_as,
+            details=details,
+        )
+
+
+async def _race(work, crashed: asyncio.Event, deadline: float):
+    work_task = asyncio.ensure_future(work)
+    crash_task = asyncio.ensure_future(crashed.wait())
+    try:
+        done, _ = await asyncio.wait({work_task, crash_task}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
+        if work_task in done:
+            return work_task.result()
+        if crash_task in done:
+            return "crashed"
+        return "timeout"
+    finally:
+        for task in (work_task, crash_task):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(work_task, crash_task, return_exceptions=True)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _sketch_failure(started: float, code: str, message: str) -> RenderResult:
+    return RenderResult(
+        passed=False, violations=[code], errors=[message], paint_fraction=0.0,
+        elapsed_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as=code,
+    )
+
+
+def _infrastructure_result(started: float, message: str) -> RenderResult:
+    return RenderResult(
+        passed=False, violations=["infrastructure_error"], errors=[message], paint_fraction=0.0,
+        elapsed_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as="infrastructure_error",
+        infrastructure_error=message,
+    )
+
+
+def default_pool_size() -> int:
+    # One browser per core: GL raster is CPU-bound, so more browsers than cores only contend.
+    return max(1, os.cpu_count() or 1)
+
+
+class SyncRenderer:
+    """Blocking wrapper: runs a RendererPool on a private event loop thread."""
+
+    def __init__(self, **pool_kwargs):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="watercolour-renderer", daemon=True)
+        self._thread.start()
+        self.pool = RendererPool(**pool_kwargs)
+        self._call(self.pool.start())
+
+    def submit(self, coroutine) -> "concurrent.futures.Future":
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def _call(self, coroutine):
+        return self.submit(coroutine).result()
+
+    def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
+        return self._call(self.pool.render(code, seed, deadline_s))
+
+    def render_many(self, codes: list[str], seeds: list[int], deadline_s: float | None = None) -> list[RenderResult]:
+        async def run_all():
+            return await asyncio.gather(*(self.pool.render(c, s, deadline_s) for c, s in zip(codes, seeds)))
+
+        return self._call(run_all())
+
+    def close(self):
+        try:
+            self._call(self.pool.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

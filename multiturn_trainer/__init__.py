@@ -1,0 +1,1 @@
+"""Episode loop and GRPO training (issue 4)."""

@@ -1,0 +1,188 @@
+"""The sandboxed renderer, with real Chromium and the pinned p5/p5.brush."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, SMALL_SKETCH, small_sketch_with
+from env.pigment import load_rgb, paint_fraction
+from env.renderer import SyncRenderer
+
+
+def test_small_sketch_paints(renderer):
+    result = renderer.render(SMALL_SKETCH, seed=3)
+    assert result.passed, (result.violations, result.errors)
+    assert result.png is not None and result.png.startswith(b"\x89PNG")
+    assert load_rgb(result.png).shape == (200, 200, 3)
+    assert 0.05 < result.paint_fraction < 0.9
+    assert result.ended_as == "drawn"
+
+
+def test_same_code_and_seed_give_identical_png(renderer):
+    first = renderer.render(SMALL_SKETCH, seed=42)
+    second = renderer.render(SMALL_SKETCH, seed=42)
+    other = renderer.render(SMALL_SKETCH, seed=43)
+    assert first.png == second.png
+    assert other.png != first.png  # random() in the sketch and p5.brush's own noise follow the seed
+
+
+def test_sketch_without_draw_is_captured_after_setup(renderer):
+    code = """async function setup() {
+      createCanvas(200, 200, WEBGL);
+      translate(-width / 2, -height / 2);
+      background('#f8f1e4');
+      brush.noStroke();
+      brush.fill('#2b6cb0', 160);
+      brush.circle(100, 100, 50);
+      noLoop();
+    }"""
+    result = renderer.render(code, seed=1)
+    assert result.ended_as == "setup_only"
+    assert result.passed, (result.violations, result.errors)
+    assert result.paint_fraction > 0.05
+
+
+def test_sketch_that_throws_reports_error(renderer):
+    result = renderer.render(small_sketch_with("\n  undefinedHelper(3);"), seed=1)
+    assert not result.passed
+    assert "render_error" in result.violations
+    assert any("undefinedHelper" in e for e in result.errors)
+
+
+def test_syntax_error_reports_error_and_finishes(renderer):
+    result = renderer.render("async function setup() { createCanvas(200, 200, WEBGL); \n function draw( {", seed=1)
+    assert not result.passed
+    assert "render_error" in result.violations
+    assert result.errors
+
+
+@pytest.mark.parametrize("statement, code", [
+    ("text('hi', 10, 10);", "text_label"),
+    ("window['te' + 'xt']('hi', 10, 10);", "text_label"),
+    ("this.rect(1, 2, 3, 4);", "bare_primitive"),
+    ("ellipse(1, 2, 3, 4);", "bare_primitive"),
+    ("brush.rect(1, 2, 3, 4);", "brush_method_not_allowed"),
+    ("brush['li' + 'ne'](1, 2, 3, 4);", "brush_method_not_allowed"),
+    ("brush.nonsense(1);", "unknown_brush_method"),
+    ("p5.instance.text('x', 1, 1);", "external_access"),
+    ("p5.prototype.text.call(null, 'x', 1, 1);", "text_label"),
+    ("drawingContext.clear(0);", "p5_function_not_allowed"),
+    ("eval('1 + 1');", "dynamic_code"),
+    ("(function(){}).constructor('return 1')();", "dynamic_code"),
+    ("document.createElement('div');", "dom_access"),
+    ("document.body.innerHTML = '<b>hi</b>';", "dom_access"),
+    ("setTimeout(() => 1, 0);", "timer"),
+    ("localStorage.setItem('a', 'b');", "storage"),
+])
+def test_run_time_allowlist_records_violation(renderer, statement, code):
+    result = renderer.render(small_sketch_with("\n  " + statement), seed=1)
+    assert not result.passed
+    assert code in result.violations, (result.violations, result.errors)
+
+
+def test_allowed_calls_do_not_trip_the_run_time_guard(renderer):
+    body = """
+  push(); translate(10, 10); pop();
+  const n = noise(0.3) + map(0.5, 0, 1, 0, 10) + lerp(1, 2, 0.5) + constrain(5, 0, 3) + dist(0, 0, 3, 4);
+  brush.noFill(); brush.fill('#333', 40); brush.fillTexture(0.2, 0.2);
+  brush.beginShape(0.3); brush.vertex(10, 10); brush.vertex(60, 20); brush.vertex(30, 70); brush.endShape(true);"""
+    result = renderer.render(small_sketch_with(body), seed=1)
+    assert result.passed, (result.violations, result.errors)
+
+
+def _runtime_fixtures():
+    for path in sorted((FIXTURES / "sketches" / "runtime_hostile").glob("*.js")):
+        expected = re.search(r"//\s*expect:\s*(\w+)", path.read_text()).group(1)
+        yield pytest.param(path, expected, id=path.stem)
+
+
+@pytest.mark.parametrize("path, expected", list(_runtime_fixtures()))
+def test_runtime_hostile_fixtures(path, expected, renderer):
+    deadline = 8.0
+    started = time.perf_counter()
+    result = renderer.render(path.read_text(), seed=1, deadline_s=deadline)
+    assert expected in result.violations, (result.violations, result.errors)
+    assert not result.passed
+    assert result.infrastructure_error is None
+    assert time.perf_counter() - started < deadline + 30
+
+
+def test_runaway_loop_is_killed_and_pool_keeps_serving(renderer):
+    started = time.perf_counter()
+    result = renderer.render(small_sketch_with("\n  while (true) {}"), seed=1, deadline_s=3)
+    assert result.violations == ["render_timeout"]
+    assert time.perf_counter() - started < 25
+    follow_up = renderer.render(SMALL_SKETCH, seed=1)
+    assert follow_up.passed, follow_up.violations
+
+
+NETWORK_ATTEMPTS = [
+    "fetch('http://127.0.0.1:{port}/fetch').catch(() => {{}});",
+    "const im = new Image(); im.src = 'http://127.0.0.1:{port}/image';",
+    "navigator.sendBeacon('http://127.0.0.1:{port}/beacon', 'x');",
+    "new WebSocket('ws://127.0.0.1:{port}/ws');",
+    "const x = new XMLHttpRequest(); x.open('GET', 'http://127.0.0.1:{port}/xhr'); x.send();",
+    "import('http://127.0.0.1:{port}/module.js').catch(() => {{}});",
+    "document.body.style.backgroundImage = 'url(http://127.0.0.1:{port}/css)';",
+    "new EventSource('http://127.0.0.1:{port}/sse');",
+    "const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{port}'}}]}});",
+    "location.href = 'http://127.0.0.1:{port}/navigate';",
+    "window.open('http://127.0.0.1:{port}/popup');",
+    "const l = document.querySelector('head'); l.insertAdjacentHTML('beforeend', '<link rel=stylesheet href=http://127.0.0.1:{port}/l.css>');",
+]
+
+
+def test_no_request_leaves_the_page(renderer, loopback_listener):
+    port = loopback_listener.port
+    results = []
+    for attempt in NETWORK_ATTEMPTS:
+        body = "\n  try { " + attempt.format(port=port) + " } catch (e) {}"
+        results.append(renderer.render(small_sketch_with(body), seed=1, deadline_s=15))
+    # also reach it from the sketch's top level, before p5 starts
+    top_level = "try { fetch('http://127.0.0.1:%d/top').catch(() => {}); } catch (e) {}\n" % port
+    results.append(renderer.render(top_level + SMALL_SKETCH, seed=1, deadline_s=15))
+    time.sleep(1.0)
+    assert loopback_listener.connections == []
+    blocked = [r for r in results if r.violations]
+    assert len(blocked) >= len(NETWORK_ATTEMPTS) - 1  # the CSS url() one is stopped by the network layer only
+
+
+def test_infrastructure_failure_is_not_a_sketch_failure(tmp_path):
+    with SyncRenderer(size=1, executable=str(tmp_path / "no-such-chromium")) as broken:
+        result = broken.render(SMALL_SKETCH, seed=1)
+    assert result.infrastructure_error is not None
+    assert result.infrastructure_failed
+    assert "infrastructure_error" in result.violations
+
+
+def test_preview_density_halves_the_png(tmp_path):
+    with SyncRenderer(size=1, pixel_density=0.5) as preview:
+        result = preview.render(SMALL_SKETCH, seed=1)
+    assert result.passed, result.violations
+    assert load_rgb(result.png).shape == (100, 100, 3)
+
+
+def test_paint_fraction_of_blank_and_painted_arrays():
+    import numpy as np
+
+    paper = np.full((50, 50, 3), (248, 241, 228), dtype=np.uint8)
+    assert paint_fraction(paper) == 0.0
+    paper[:10, :] = (200, 40, 40)
+    assert paint_fraction(paper) == pytest.approx(0.2)
+
+
+def test_library_versions_are_pinned_and_installed():
+    package = json.loads((ROOT / "package.json").read_text())
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2"}
+    for name, version in package["dependencies"].items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
+        installed = json.loads((ROOT / "node_modules" / name / "package.json").read_text())
+        assert installed["version"] == version
+    # p5.brush 2.x draws nothing on p5 1.x: the pair must stay on the same major version.
+    assert package["dependencies"]["p5"].split(".")[0] == package["dependencies"]["p5.brush"].split(".")[0]

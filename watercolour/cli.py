@@ -1,0 +1,71 @@
+"""`watercolour`: one command, subcommands dispatched to the card's folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from env.renderer import BACKENDS, DEFAULT_BACKEND
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="watercolour", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    render = sub.add_parser("render", help="gate and render sketches (raw model replies or .js files)")
+    render.add_argument("files", nargs="+", metavar="FILE")
+    render.add_argument("--seed", type=int, default=0)
+    render.add_argument("--out-dir", default=None, help="write each PNG and a contact sheet here")
+    render.add_argument("--json", action="store_true", help="one JSON object per file, one per line")
+    render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    render.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS", help="per-render deadline")
+    render.add_argument("--pool-size", type=int, default=None, help="browser processes (default: one per core)")
+
+    serve = sub.add_parser("serve", help="run the OpenEnv server (WebSocket sessions)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--max-sessions", type=int, default=64)
+    serve.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    serve.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS")
+    serve.add_argument("--pool-size", type=int, default=None)
+
+    bench = sub.add_parser("bench", help="benchmarks that print ratios measured side by side")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    bench_render = bench_sub.add_parser("render", help="default backend vs the reference SwiftShader-GL path")
+    bench_render.add_argument("files", nargs="*", metavar="SKETCH", help="default: examples/sketches/*.js")
+    bench_render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    bench_render.add_argument("--seed", type=int, default=1)
+    bench_render.add_argument("--repeats", type=int, default=1)
+    bench_render.add_argument("--deadline", type=float, default=180.0)
+
+    demo = sub.add_parser("demo", help="the embedded default job (see README)")
+    demo.add_argument("--out-dir", default="out/demo")
+    demo.add_argument("--seed", type=int, default=1)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "render":
+        from env.commands import cmd_render
+
+        return cmd_render(args)
+    if args.command == "serve":
+        from env.server import serve
+
+        serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,
+              deadline=args.deadline, pool_size=args.pool_size)
+        return 0
+    if args.command == "bench" and args.bench_command == "render":
+        from env.commands import cmd_bench_render
+
+        return cmd_bench_render(args)
+    if args.command == "demo":
+        from env.commands import cmd_render_demo
+
+        return cmd_render_demo(args)
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
