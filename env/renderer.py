@@ -87,6 +87,10 @@ SANDBOX_ARGS = [
     "--disable-extensions",
     "--disable-dev-shm-usage",
     "--mute-audio",
+    # A sketch needs a few MB of heap; a memory bomb should die in seconds (render_crashed)
+    # instead of swapping the machine until the deadline.
+    "--js-flags=--max-old-space-size=512",
+    "--renderer-process-limit=4",
 ]
 
 

@@ -1,0 +1,306 @@
+"""The watercolour OpenEnv environment: one episode = a subject, a seed and K painting turns.
+
+Each session (one per WebSocket connection) holds only its episode state; rendering goes
+through ONE shared ``SketchEvaluator`` whose browser pool queues work from every session.
+That is why sessions are cheap to create and close: the OpenEnv HTTP routes build a
+throwaway environment per request (``/metadata``, ``/state``, ``/reset``), and closing a
+session must never touch the shared browsers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import secrets
+import threading
+import uuid
+from typing import Any, Callable, Optional, Union
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+from pydantic import ValidationError
+
+from env.contract import SketchContract
+from env.core import SketchEvaluator, SketchOutcome
+from env.feedback import feedback_text
+from env.models import (
+    MAX_SEED,
+    WatercolourAction,
+    WatercolourObservation,
+    WatercolourResetParams,
+    WatercolourState,
+)
+
+ENVIRONMENT_NAME = "watercolour"
+ENVIRONMENT_VERSION = "0.1.0"
+# Enough for a sketch's reasons to be readable in the trainer's logs without letting a
+# hostile reply blow up every observation on the wire.
+MAX_METADATA_DETAILS = 40
+
+
+class SharedEvaluator:
+    """Creates one ``SketchEvaluator`` on first use and hands the same one to every caller.
+
+    Creating it lazily keeps imports and session construction free of browser start-up;
+    sharing it keeps the number of Chromium processes at the pool size however many
+    sessions are open.
+    """
+
+    def __init__(self, contract: Optional[SketchContract] = None, **evaluator_kwargs: Any):
+        # Known before the browsers start, so a reset can state the rules without starting them.
+        self.contract = contract or SketchContract()
+        self._evaluator_kwargs = {**evaluator_kwargs, "contract": self.contract}
+        self._evaluator: Optional[SketchEvaluator] = None
+        self._lock = threading.Lock()
+
+    def get(self) -> SketchEvaluator:
+        with self._lock:
+            if self._evaluator is None:
+                self._evaluator = SketchEvaluator(**self._evaluator_kwargs)
+            return self._evaluator
+
+    @property
+    def started(self) -> bool:
+        return self._evaluator is not None
+
+    def close(self) -> None:
+        with self._lock:
+            evaluator, self._evaluator = self._evaluator, None
+        if evaluator is not None:
+            evaluator.close()
+
+
+# Used by environments constructed without an evaluator (e.g. openenv tooling that only
+# knows the class). Closed at interpreter exit so the browsers do not outlive the process.
+DEFAULT_EVALUATOR = SharedEvaluator()
+atexit.register(DEFAULT_EVALUATOR.close)
+
+EvaluatorSource = Union[SketchEvaluator, SharedEvaluator, Callable[[], SketchEvaluator]]
+
+
+def task_statement(subject: str, turns: int, contract: SketchContract) -> str:
+    """The first user message of an episode, built from the contract so it cannot drift."""
+    turn_word = "turn" if turns == 1 else "turns"
+    return (
+        f"Paint {subject} as a p5.brush watercolour. You have {turns} {turn_word}; after each reply "
+        "you see your painting and the gate's notes, and you may revise.\n"
+        "Reply with the complete sketch in one ```js block: `async function setup()` calls "
+        "createCanvas(600, 600, WEBGL), and `function draw()` starts with "
+        "translate(-width / 2, -height / 2).\n"
+        f"Paint only with brush.{', brush.'.join(contract.brush_methods)}.\n"
+        f"Other p5 names allowed: {', '.join(contract.p5_names)}; plain JavaScript is fine. "
+        "No other p5 drawing, text, DOM, network, timers, storage or eval."
+    )
+
+
+class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservation, WatercolourState]):
+    """Multi-turn painting episodes over a shared renderer.
+
+    ``reset(subject=..., seed=..., turns=...)`` starts an episode (turn 0, no image, the
+    task statement as feedback); each ``step`` gates and renders one reply; the episode is
+    done after ``turns`` steps, and a further step is an error. Rewards are not computed
+    here: every observation carries ``reward=None``.
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, evaluator: Optional[EvaluatorSource] = None):
+        super().__init__()
+        self._evaluator_source = evaluator if evaluator is not None else DEFAULT_EVALUATOR
+        self._state = WatercolourState()
+        self._started = False
+
+    # --- openenv interface -------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: Optional[int] = None,
+        episode_id: Optional[str] = None,
+        **kwargs: Any,
+    ) -> WatercolourObservation:
+        try:
+            params = WatercolourResetParams(seed=seed, episode_id=episode_id, **kwargs)
+        except ValidationError as exc:
+            # The WebSocket server reports ValueError messages verbatim but turns a raw
+            # ValidationError into a bare "Invalid message"; keep the reason visible.
+            raise ValueError(f"invalid reset arguments: {_validation_summary(exc)}") from None
+        # Gym convention: no seed means a fresh one; it is recorded so the run stays replayable.
+        chosen_seed = params.seed if params.seed is not None else secrets.randbelow(MAX_SEED + 1)
+        self._state = WatercolourState(
+            episode_id=params.episode_id or uuid.uuid4().hex,
+            step_count=0,
+            subject=params.subject,
+            seed=chosen_seed,
+            turns=params.turns,
+        )
+        self._started = True
+        return WatercolourObservation(
+            turn=0,
+            turns_left=params.turns,
+            feedback=task_statement(params.subject, params.turns, self._contract()),
+            done=False,
+            reward=None,
+            metadata=self._episode_metadata(),
+        )
+
+    async def reset_async(
+        self,
+        seed: Optional[int] = None,
+        episode_id: Optional[str] = None,
+        **kwargs: Any,
+    ) -> WatercolourObservation:
+        # Reset does no I/O; running it inline spares the server a thread hop per episode.
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    def step(
+        self,
+        action: WatercolourAction,
+        timeout_s: Optional[float] = None,
+        **kwargs: Any,
+    ) -> WatercolourObservation:
+        turn = self._begin_turn(action)
+        try:
+            evaluator = self._evaluator()
+            outcome = evaluator.evaluate(action.response, self._state.seed, deadline_s=timeout_s)
+        except Exception as exc:  # the renderer itself broke: not the sketch's fault
+            outcome = _infrastructure_outcome(exc)
+        return self._finish_turn(turn, outcome)
+
+    async def step_async(
+        self,
+        action: WatercolourAction,
+        timeout_s: Optional[float] = None,
+        **kwargs: Any,
+    ) -> WatercolourObservation:
+        # The server awaits this on its event loop; the render runs on the evaluator's own
+        # loop thread, so other sessions keep being served while this one waits.
+        turn = self._begin_turn(action)
+        try:
+            evaluator = await asyncio.to_thread(self._evaluator)
+            outcome = await evaluator.evaluate_async(action.response, self._state.seed, deadline_s=timeout_s)
+        except Exception as exc:  # the renderer itself broke: not the sketch's fault
+            outcome = _infrastructure_outcome(exc)
+        return self._finish_turn(turn, outcome)
+
+    @property
+    def state(self) -> WatercolourState:
+        return self._state.model_copy(deep=True)
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name=ENVIRONMENT_NAME,
+            description=(
+                "Multi-turn p5.brush watercolour painting: the policy writes a sketch, a sandboxed "
+                "headless Chromium renders it, and the policy sees its painting plus gate feedback "
+                "before revising. Reset with subject, seed and turns (1-16); rewards are scored elsewhere."
+            ),
+            version=ENVIRONMENT_VERSION,
+        )
+
+    def close(self) -> None:
+        # Deliberately leaves the shared evaluator running: sessions come and go (the HTTP
+        # routes open and close one per request), the browsers stay for the next one.
+        self._started = False
+
+    # --- turns -------------------------------------------------------------------------
+
+    def _begin_turn(self, action: WatercolourAction) -> int:
+        if not isinstance(action, WatercolourAction):
+            raise TypeError(f"expected a WatercolourAction, got {type(action).__name__}")
+        if not self._started:
+            raise RuntimeError("no episode in progress: call reset(subject=..., seed=..., turns=...) before step()")
+        if self._state.done:
+            raise RuntimeError(
+                f"episode {self._state.episode_id} is over: all {self._state.turns} turns were taken; "
+                "call reset() to start a new episode"
+            )
+        # Counted before the render starts so that overlapping steps cannot exceed the turn budget.
+        self._state.step_count += 1
+        self._state.done = self._state.step_count >= self._state.turns
+        return self._state.step_count
+
+    def _finish_turn(self, turn: int, outcome: SketchOutcome) -> WatercolourObservation:
+        infrastructure_failed = outcome.infrastructure_error is not None
+        violations = list(outcome.violations)
+        errors = list(outcome.errors)
+        if infrastructure_failed:
+            self._state.infrastructure_failures += 1
+            if "infrastructure_error" not in violations:
+                violations.append("infrastructure_error")
+            if outcome.infrastructure_error not in errors:
+                errors.append(outcome.infrastructure_error)
+        passed = outcome.passed and not infrastructure_failed
+        self._state.last_passed = passed
+        turns_left = max(0, self._state.turns - turn)
+        return WatercolourObservation(
+            image_png_base64=base64.b64encode(outcome.png).decode("ascii") if outcome.png else None,
+            passed=passed,
+            violations=violations,
+            errors=errors,
+            paint_fraction=min(1.0, max(0.0, float(outcome.paint_fraction))),
+            render_ms=max(0, int(outcome.render_ms)),
+            turn=turn,
+            turns_left=turns_left,
+            feedback=feedback_text(outcome, turn, turns_left, self._contract()),
+            done=turns_left == 0,
+            reward=None,
+            metadata={
+                **self._episode_metadata(),
+                # The trainer drops a rollout with this flag instead of scoring it.
+                "infrastructure_failed": infrastructure_failed,
+                "infrastructure_error": outcome.infrastructure_error,
+                "rendered": outcome.rendered,
+                "code": outcome.code,
+                "details": list(outcome.details[:MAX_METADATA_DETAILS]),
+                "stats": dict(outcome.stats),
+            },
+        )
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _evaluator(self) -> SketchEvaluator:
+        source = self._evaluator_source
+        if isinstance(source, SketchEvaluator):
+            return source
+        if isinstance(source, SharedEvaluator):
+            return source.get()
+        return source()
+
+    def _contract(self) -> SketchContract:
+        source = self._evaluator_source
+        if isinstance(source, SketchEvaluator):
+            return source.contract
+        if isinstance(source, SharedEvaluator):
+            return source.contract
+        return source().contract
+
+    def _episode_metadata(self) -> dict[str, Any]:
+        return {
+            "episode_id": self._state.episode_id,
+            "subject": self._state.subject,
+            "seed": self._state.seed,
+            "turns": self._state.turns,
+        }
+
+
+def _infrastructure_outcome(exc: BaseException) -> SketchOutcome:
+    message = f"evaluator_failed: {type(exc).__name__}: {exc}"[:500]
+    return SketchOutcome(
+        code=None,
+        passed=False,
+        violations=["infrastructure_error"],
+        errors=[message],
+        paint_fraction=0.0,
+        render_ms=0,
+        png=None,
+        infrastructure_error=message,
+    )
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error["loc"]) or "arguments"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
