@@ -3,7 +3,8 @@
 #
 #   docker build -t watercolour-env .
 #   docker run --rm -p 8000:8000 watercolour-env
-FROM python:3.11-slim
+# Pinned to Debian 12, the release the renderer was measured on (Chromium, Mesa llvmpipe).
+FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -27,7 +28,7 @@ WORKDIR /opt/watercolour
 
 # Library layer first: it changes far less often than the Python code.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund --loglevel=error \
+RUN npm ci --no-bin-links --no-audit --no-fund --loglevel=error \
     && npm cache clean --force
 
 COPY pyproject.toml README.md ./

@@ -16,8 +16,9 @@ $(PY_STAMP): pyproject.toml
 	@touch $@
 
 # Exact versions are locked in package.json and package-lock.json; tests check the pin.
+# --no-bin-links: no symlinks in node_modules/.bin (openenv validate refuses trees with links).
 $(NPM_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --no-bin-links --no-audit --no-fund --loglevel=error
 	@touch $@
 
 chromium: $(PY_STAMP)

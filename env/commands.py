@@ -14,7 +14,7 @@ from env.contact_sheet import SheetItem, contact_sheet
 from env.contract import SketchContract
 from env.core import SketchOutcome, evaluate_reply
 from env.pigment import load_rgb
-from env.renderer import DEFAULT_BACKEND, RendererPool
+from env.renderer import DEFAULT_BACKEND, WARM_UP_SKETCH, RendererPool
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_SKETCHES = PROJECT_ROOT / "examples" / "sketches"
@@ -125,7 +125,7 @@ async def _bench_backend(backend: str, codes: list[str], seed: int, deadline_s: 
     """Sequential renders on one browser: the per-sketch latency, best of `repeats`."""
     results = []
     async with RendererPool(size=1, backend=backend, deadline_s=deadline_s) as pool:
-        await pool.render("async function setup(){createCanvas(60,60,WEBGL);noLoop();}\nfunction draw(){background('#fff');}", seed)
+        await pool.render(WARM_UP_SKETCH, seed)  # browser start-up is not part of any sketch's time
         for code in codes:
             best, png = float("inf"), None
             for _ in range(repeats):

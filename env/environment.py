@@ -15,7 +15,7 @@ import base64
 import secrets
 import threading
 import uuid
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
@@ -76,7 +76,8 @@ class SharedEvaluator:
 DEFAULT_EVALUATOR = SharedEvaluator()
 atexit.register(DEFAULT_EVALUATOR.close)
 
-EvaluatorSource = Union[SketchEvaluator, SharedEvaluator, Callable[[], SketchEvaluator]]
+# Anything with ``contract``, ``evaluate`` and ``evaluate_async`` works as a SketchEvaluator.
+EvaluatorSource = Union[SketchEvaluator, SharedEvaluator]
 
 
 def task_statement(subject: str, turns: int, contract: SketchContract) -> str:
@@ -261,19 +262,11 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
 
     def _evaluator(self) -> SketchEvaluator:
         source = self._evaluator_source
-        if isinstance(source, SketchEvaluator):
-            return source
-        if isinstance(source, SharedEvaluator):
-            return source.get()
-        return source()
+        return source.get() if isinstance(source, SharedEvaluator) else source
 
     def _contract(self) -> SketchContract:
-        source = self._evaluator_source
-        if isinstance(source, SketchEvaluator):
-            return source.contract
-        if isinstance(source, SharedEvaluator):
-            return source.contract
-        return source().contract
+        # Both kinds of source know their contract without starting any browser.
+        return self._evaluator_source.contract
 
     def _episode_metadata(self) -> dict[str, Any]:
         return {

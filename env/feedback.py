@@ -52,13 +52,16 @@ def feedback_text(
     # The tail (painting line, next step) always fits; the sections above share the rest.
     budget = MAX_FEEDBACK_CHARS - _length(tail) - 1
 
-    reasons = outcome.violations or ["render_error"]
-    lines.append("Problems:")
+    reasons = list(outcome.violations)
+    if reasons:
+        lines.append("Problems:")
     for index, code in enumerate(reasons):
         line = f"- {code}: {REASON_CODES.get(code, 'unrecognised reason code')}"
-        if _length(lines + [line]) > budget:
-            # Name the codes that no longer fit rather than dropping them silently.
-            lines.append(_clip("- also: " + ", ".join(reasons[index:])))
+        # Keep room to at least name the codes after this one: an unexplained code still
+        # tells the model what to look up, a dropped one tells it nothing.
+        rest = [_also(reasons[index + 1:])] if index + 1 < len(reasons) else []
+        if _length(lines + [line] + rest) > budget:
+            lines.append(_also(reasons[index:]))
             break
         lines.append(line)
 
@@ -105,6 +108,10 @@ def _append_section(lines: list[str], title: str, items: list[str], max_items: i
     more = f"- ({hidden} more)"
     if hidden > 0 and _length(lines + [more]) <= budget:
         lines.append(more)
+
+
+def _also(codes: list[str]) -> str:
+    return "- also: " + ", ".join(codes)
 
 
 def _percent(fraction: float) -> str:

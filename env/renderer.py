@@ -161,6 +161,14 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
     )
 
 
+# Exercises p5 set-up, a brush fill (the accelerated 2D mask canvas) and the read-back.
+WARM_UP_SKETCH = (
+    "async function setup(){createCanvas(64,64,WEBGL);noLoop();}\n"
+    "function draw(){translate(-width/2,-height/2);background('#fff');brush.noStroke();"
+    "brush.fill('#345',120);brush.circle(32,32,12);}"
+)
+
+
 class _Browser:
     """One Chromium process and the lock that makes it render one sketch at a time."""
 
@@ -172,8 +180,12 @@ class _Browser:
         self.renders = 0
         self.waiters: dict[Any, asyncio.Future] = {}
 
+    @property
+    def running(self) -> bool:
+        return self.browser is not None and self.browser.is_connected()
+
     async def ensure_started(self):
-        if self.browser is not None and self.browser.is_connected():
+        if self.running:
             return
         await self.close()
         self.browser = await self.pool._launch()
@@ -319,7 +331,15 @@ class RendererPool:
         started = time.perf_counter()
         try:
             try:
+                fresh = not browser.running
                 await browser.ensure_started()
+                if fresh:
+                    # The first page of a new browser also brings up its GPU process and
+                    # canvas resources; a throw-away painting keeps that start-up out of
+                    # the sketch's time and its pixels (we once saw a first render differ
+                    # from later ones by 90 pixels under heavy load).
+                    await self._render_on(browser, WARM_UP_SKETCH, 0, deadline, time.perf_counter())
+                    await browser.ensure_started()
             except Exception as exc:  # browser would not start: not the sketch's fault
                 await browser.close()
                 return _infrastructure_result(started, f"browser_start_failed: {exc}")
@@ -337,9 +357,7 @@ class RendererPool:
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
-            reported = asyncio.get_running_loop().create_future()
-            browser.waiters[page] = reported
-            outcome = await _race(self._load_and_wait(page, key, reported, nonce), crashed, deadline)
+            outcome = await _race(self._load_and_wait(browser, page, key, nonce), crashed, deadline)
             if outcome == "timeout":
                 await browser.close()  # the page may be spinning; recycle the whole process
                 return _sketch_failure(started, "render_timeout", f"no painting within {deadline:g} s")
@@ -362,19 +380,19 @@ class RendererPool:
                 except Exception:
                     await browser.close()
 
-    async def _load_and_wait(self, page, key: str, reported: asyncio.Future, nonce: str) -> dict:
+    async def _load_and_wait(self, browser: _Browser, page, key: str, nonce: str) -> dict:
+        reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
         await page.goto(SANDBOX_ORIGIN + key, wait_until="commit")
         while True:
             payload = await reported
-            result = json.loads(payload) if isinstance(payload, str) else None
+            try:
+                result = json.loads(payload) if isinstance(payload, str) else None
+            except ValueError:
+                result = None
             if isinstance(result, dict) and result.get("nonce") == nonce:
                 return result
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
-            reported = asyncio.get_running_loop().create_future()
-            self._waiter_owner(page).waiters[page] = reported
-
-    def _waiter_owner(self, page) -> _Browser:
-        return next(b for b in self._browsers if page in b.waiters)
+            reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
 
     def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
         violations = _unique(v["code"] for v in page_result.get("violations", []))
@@ -450,13 +468,21 @@ class SyncRenderer:
     """Blocking wrapper: runs a RendererPool on a private event loop thread."""
 
     def __init__(self, **pool_kwargs):
+        self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="watercolour-renderer", daemon=True)
         self._thread.start()
-        self.pool = RendererPool(**pool_kwargs)
-        self._call(self.pool.start())
+        try:
+            self.pool = RendererPool(**pool_kwargs)
+            self._call(self.pool.start())
+        except BaseException:
+            self._stop_loop()
+            raise
 
     def submit(self, coroutine) -> "concurrent.futures.Future":
+        if self._closed:
+            coroutine.close()
+            raise RuntimeError("the renderer is closed")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     def _call(self, coroutine):
@@ -472,11 +498,17 @@ class SyncRenderer:
         return self._call(run_all())
 
     def close(self):
+        if self._closed:
+            return
         try:
             self._call(self.pool.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+            self._stop_loop()
+
+    def _stop_loop(self):
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
 
     def __enter__(self):
         return self

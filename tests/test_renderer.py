@@ -189,3 +189,20 @@ def test_library_versions_are_pinned_and_installed():
         assert installed["version"] == version
     # p5.brush 2.x draws nothing on p5 1.x: the pair must stay on the same major version.
     assert package["dependencies"]["p5"].split(".")[0] == package["dependencies"]["p5.brush"].split(".")[0]
+
+
+def test_closed_renderer_refuses_work_and_closes_once():
+    sync_renderer = SyncRenderer(size=1)
+    sync_renderer.close()
+    sync_renderer.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        sync_renderer.render(SMALL_SKETCH, seed=1)
+
+
+def test_failed_start_does_not_leak_the_loop_thread():
+    import threading
+
+    before = threading.active_count()
+    with pytest.raises(ValueError, match="unknown backend"):
+        SyncRenderer(size=1, backend="no-such-backend")
+    assert threading.active_count() == before

