@@ -53,3 +53,29 @@ def test_help_lists_the_subcommands():
     assert proc.returncode == 0
     for verb in ("render", "serve", "bench", "demo"):
         assert verb in proc.stdout
+
+
+def test_score_json_on_pool_paintings():
+    proc = run_cli("score", "pools/starter/love/poppies.png", "pools/starter/okay/two_apples.png", "--json",
+                   "--preset", "style-offline", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["image"] for r in records] == ["pools/starter/love/poppies.png", "pools/starter/okay/two_apples.png"]
+    for record in records:
+        assert set(record) == {"image", "total", "components"}
+        assert set(record["components"]) == {"gate", "length", "style"}
+        assert 0.0 < record["total"] <= 1.0
+    assert records[0]["total"] > records[1]["total"]
+
+
+def test_score_explains_a_missing_scorer():
+    proc = run_cli("score", "pools/starter/love/poppies.png", "--preset", "hps-only", timeout=60)
+    assert proc.returncode != 0
+    assert "--hps-url" in proc.stderr
+
+
+def test_pool_stats_json():
+    proc = run_cli("pool", "stats", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["tiers"]["love"] >= 4

@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_render.add_argument("--repeats", type=int, default=1)
     bench_render.add_argument("--deadline", type=float, default=180.0)
 
+    from rewards.commands import add_parsers as add_reward_parsers
+
+    add_reward_parsers(sub)
+
     demo = sub.add_parser("demo", help="the embedded default job (see README)")
     demo.add_argument("--out-dir", default="out/demo")
     demo.add_argument("--seed", type=int, default=1)
@@ -60,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         from env.commands import cmd_bench_render
 
         return cmd_bench_render(args)
+    if args.command == "score":
+        from rewards.commands import cmd_score
+
+        return cmd_score(args)
+    if args.command == "pool":
+        from rewards.commands import cmd_pool
+
+        return cmd_pool(args)
     if args.command == "demo":
         from env.commands import cmd_render_demo
 

@@ -1,0 +1,143 @@
+"""The reward side's command-line verbs: `score` and `pool`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+from env.contract import SketchContract
+from env.gate import static_gate
+from env.pigment import paint_fraction_of_png
+from rewards.mixer import PaintingToScore, RewardScorer, load_preset, style_image_scorer
+from rewards.pool import ReferencePool, import_imagefolder
+from rewards.starter_pool import STARTER_POOL_DIR, build_starter_pool
+
+
+def find_source(image: Path, sources_dir: Path | None, pool: ReferencePool | None) -> str | None:
+    """The sketch behind a painting: IMAGE.js beside it, STEM.js in --sources, or the pool's."""
+    stems = [image.stem, re.sub(r"^\d+-", "", image.stem)]  # `render --out-dir` writes 000-stem.png
+    folders = [image.parent] + ([sources_dir] if sources_dir else [])
+    for folder in folders:
+        for stem in stems:
+            candidate = folder / f"{stem}.js"
+            if candidate.is_file():
+                return candidate.read_text(encoding="utf-8", errors="replace")
+    if pool is not None:
+        for entry in pool.entries():
+            if (pool.root / entry.file).resolve() == image.resolve():
+                return pool.source(entry)
+    return None
+
+
+def build_scorer(args, pool: ReferencePool) -> RewardScorer:
+    mix = load_preset(args.preset)
+    style = hps = judge = None
+    if mix.uses("style"):
+        from rewards.style import StyleScorer
+
+        style = style_image_scorer(StyleScorer.from_pool_dir(pool.root))
+    if mix.uses("hpsv3"):
+        if not args.hps_url:
+            raise SystemExit(f"watercolour score: preset {mix.name!r} needs HPSv3: pass --hps-url "
+                             "(an HPSv3 scorer server, e.g. `watercolour hps-serve` on a GPU machine)")
+        from rewards.hps_client import HPSv3Client
+
+        client = HPSv3Client(args.hps_url)
+
+        async def hps(pngs, subjects):
+            return await client.score(pngs, subjects)
+
+    if mix.uses("judge"):
+        from rewards.judge import HttpJudge, JudgeConfig
+
+        config = JudgeConfig()
+        overrides = {k: v for k, v in (("base_url", args.judge_url), ("model", args.judge_model)) if v}
+        judge = HttpJudge(JudgeConfig(**{**config.__dict__, **overrides}))
+    return RewardScorer(mix, judge=judge, pool=pool, hps=hps, style=style)
+
+
+def cmd_score(args) -> int:
+    images = [Path(p) for p in args.images]
+    missing = [str(p) for p in images if not p.is_file()]
+    if missing:
+        print(f"watercolour score: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    pool = ReferencePool.load(args.pool)
+    scorer = build_scorer(args, pool)
+    contract = SketchContract()
+    paintings = []
+    for image in images:
+        png = image.read_bytes()
+        code = find_source(image, Path(args.sources) if args.sources else None, pool)
+        if code is None:
+            print(f"watercolour score: no sketch source for {image} (looked for {image.stem}.js): length = 0",
+                  file=sys.stderr)
+        try:
+            painted = paint_fraction_of_png(png) >= contract.min_paint_fraction
+        except OSError:
+            print(f"watercolour score: {image} is not a readable image", file=sys.stderr)
+            png, painted = None, False
+        passed = painted and (code is None or static_gate(code, contract).passed)
+        paintings.append(PaintingToScore(png, code, passed, subject=args.subject or "", group_seed=args.seed))
+    results = asyncio.run(scorer.score_many(paintings))
+    for image, result in zip(images, results):
+        record = {"image": str(image), **result.as_record()}
+        if args.json:
+            print(json.dumps(record), flush=True)
+        else:
+            parts = "  ".join(f"{k}={'null' if v is None else f'{v:.3f}'}" for k, v in result.components.items())
+            total = "null" if result.total is None else f"{result.total:.3f}"
+            print(f"{image}: total={total}  {parts}")
+    return 0
+
+
+def cmd_pool(args) -> int:
+    if args.pool_command == "build-starter":
+        pool = build_starter_pool(args.out)
+        print(f"starter pool: {pool.counts()} in {pool.root}")
+        return 0
+    if args.pool_command == "import":
+        pool = import_imagefolder(args.source, args.out)
+        print(f"imported: {pool.counts()} in {pool.root}")
+        return 0
+    if args.pool_command == "stats":
+        pool = ReferencePool.load(args.pool)
+        subjects = sorted({e.subject for e in pool.entries()})
+        stats = {
+            "pool": str(pool.root),
+            "tiers": pool.counts(),
+            "subjects": {s: {t: len(pool.entries(t, s)) for t in ("love", "okay", "reject")} for s in subjects},
+            "coverage": [e.paint_coverage for e in pool.entries() if e.paint_coverage is not None],
+        }
+        print(json.dumps(stats, indent=1) if args.json else
+              f"{pool.root}: {stats['tiers']} across {len(subjects)} subjects")
+        return 0
+    raise AssertionError(args.pool_command)
+
+
+def add_parsers(sub) -> None:
+    score = sub.add_parser("score", help="score paintings with a reward preset")
+    score.add_argument("images", nargs="+", metavar="IMAGE")
+    score.add_argument("--preset", default="style-offline")
+    score.add_argument("--subject", default=None)
+    score.add_argument("--pool", default=str(STARTER_POOL_DIR))
+    score.add_argument("--sources", default=None, help="folder holding STEM.js sketch sources")
+    score.add_argument("--judge-url", default=None)
+    score.add_argument("--judge-model", default=None)
+    score.add_argument("--hps-url", default=None)
+    score.add_argument("--seed", type=int, default=0, help="reference draw seed (one per GRPO group)")
+    score.add_argument("--json", action="store_true")
+
+    pool = sub.add_parser("pool", help="build, import and inspect reference pools")
+    pool_sub = pool.add_subparsers(dest="pool_command", required=True)
+    starter = pool_sub.add_parser("build-starter", help="render the project's examples into a starter pool")
+    starter.add_argument("--out", default=str(STARTER_POOL_DIR))
+    imp = pool_sub.add_parser("import", help="import a local imagefolder copy of a Hub pool dataset")
+    imp.add_argument("source")
+    imp.add_argument("--out", required=True)
+    stats = pool_sub.add_parser("stats", help="counts per tier and subject")
+    stats.add_argument("pool", nargs="?", default=str(STARTER_POOL_DIR))
+    stats.add_argument("--json", action="store_true")
