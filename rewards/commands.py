@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
@@ -138,6 +139,10 @@ def add_parsers(sub) -> None:
     imp = pool_sub.add_parser("import", help="import a local imagefolder copy of a Hub pool dataset")
     imp.add_argument("source")
     imp.add_argument("--out", required=True)
+    hps = sub.add_parser("hps-serve", add_help=False,
+                         help="serve HPSv3 scores over HTTP (options: see `watercolour hps-serve --help`)")
+    hps.add_argument("hps_args", nargs=argparse.REMAINDER)
+
     stats = pool_sub.add_parser("stats", help="counts per tier and subject")
     stats.add_argument("pool", nargs="?", default=str(STARTER_POOL_DIR))
     stats.add_argument("--json", action="store_true")

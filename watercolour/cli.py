@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_reward_parsers(sub)
 
+    from multiturn_trainer.tiny_model import add_parser as add_tiny_parser
+
+    add_tiny_parser(sub)
+
     demo = sub.add_parser("demo", help="the embedded default job (see README)")
     demo.add_argument("--out-dir", default="out/demo")
     demo.add_argument("--seed", type=int, default=1)
@@ -49,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["hps-serve"]:
+        # Its options belong to the scorer server's own parser (argparse cannot pass
+        # `--help` and friends through a sub-command untouched).
+        from rewards.hps_server import main as hps_main
+
+        hps_main(argv[1:])
+        return 0
     args = build_parser().parse_args(argv)
     if args.command == "render":
         from env.commands import cmd_render
@@ -72,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         from rewards.commands import cmd_pool
 
         return cmd_pool(args)
+    if args.command == "build-tiny":
+        from multiturn_trainer.tiny_model import cmd_build_tiny
+
+        return cmd_build_tiny(args)
     if args.command == "demo":
         from env.commands import cmd_render_demo
 

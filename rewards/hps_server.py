@@ -1,0 +1,205 @@
+"""A small HTTP scorer for HPSv3, so the 7B reward model can live on its own GPU box.
+
+``POST /score``  body ``{"images": [base64 PNG, ...], "prompts": [str, ...]?, "prompt": str?, "subject": str?}``
+                 answer ``{"scores": [float|null], "raw": [[mu, log_sigma]|null], "position_mode", "score_temperature"}``
+``GET /health``  answer ``{"status": "ok", ...}``
+
+Prompts: per image from ``prompts``, else ``prompt``, else built from ``subject`` with the scorer's
+prompt template, else the scorer's default prompt. ``/health`` needs no token (liveness probes). Failures are HTTP errors, never scores: 400 undecodable image,
+401 missing/wrong bearer token, 413 body too large, 422 malformed body, 500 scoring failed.
+A non-finite model output is ``null`` for that image. Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import hmac
+import logging
+import math
+import os
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, ValidationError
+
+from rewards.hpsv3 import HPSv3Config, HPSv3Scorer, InvalidImageError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8010
+# 64 final paintings of ~1 MB each as base64, with room to spare.
+DEFAULT_MAX_REQUEST_BYTES = 96 * 1024 * 1024
+DEFAULT_MAX_IMAGES = 64
+TOKEN_ENV = "HPSV3_SERVER_TOKEN"
+
+
+class ScoreRequest(BaseModel):
+    images: list[str] = Field(min_length=1)
+    prompts: list[str | None] | None = None  # one per image
+    prompt: str | None = None  # for every image without its own
+    subject: str | None = None  # turned into a prompt by the scorer's template
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body_limited(request: Request, limit: int) -> bytes:
+    """Read at most ``limit`` bytes; a lying or missing Content-Length cannot get past the count."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def create_hps_app(
+    scorer,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    token: str | None = None,
+    max_images: int = DEFAULT_MAX_IMAGES,
+) -> FastAPI:
+    """``scorer`` needs ``score(pngs, prompts) -> [HPSv3Score]`` and a ``config`` with
+    ``prompt_for_subject``, ``position_mode`` and ``score_temperature`` (an ``HPSv3Scorer``)."""
+    app = FastAPI(title="HPSv3 scorer", docs_url=None, redoc_url=None, openapi_url=None)
+    config = scorer.config
+    token = token or None  # an empty token would "protect" the server with the header "Bearer "
+
+    def authorised(request: Request) -> bool:
+        if token is None:
+            return True
+        supplied = request.headers.get("authorization", "")
+        return hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode())
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "position_mode": config.position_mode,
+            "score_temperature": config.score_temperature,
+            "max_images": max_images,
+        }
+
+    @app.post("/score")
+    async def score(request: Request):
+        # Authenticate before reading the body, so strangers cannot make us buffer megabytes.
+        if not authorised(request):
+            return JSONResponse({"error": "missing or invalid bearer token"}, status_code=401)
+        try:
+            body = await _read_body_limited(request, max_request_bytes)
+        except _BodyTooLarge:
+            return JSONResponse({"error": f"request larger than {max_request_bytes} bytes"}, status_code=413)
+        try:
+            payload = ScoreRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return JSONResponse({"error": "malformed request", "detail": exc.errors(include_url=False)}, status_code=422)
+        count = len(payload.images)
+        if count > max_images:
+            return JSONResponse({"error": f"at most {max_images} images per request, got {count}"}, status_code=413)
+        if payload.prompts is not None and len(payload.prompts) != count:
+            return JSONResponse({"error": f"{count} images but {len(payload.prompts)} prompts"}, status_code=422)
+        try:
+            pngs = [base64.b64decode(item, validate=True) for item in payload.images]
+        except (binascii.Error, ValueError):
+            return JSONResponse({"error": "images must be base64"}, status_code=400)
+        fallback = payload.prompt or config.prompt_for_subject(payload.subject)
+        prompts = [prompt or fallback for prompt in payload.prompts] if payload.prompts else [fallback] * count
+
+        try:
+            results = await run_in_threadpool(scorer.score, pngs, prompts)
+        except InvalidImageError as exc:  # the caller's input, not our failure: no point retrying
+            return JSONResponse({"error": f"bad image: {exc}"}, status_code=400)
+        except Exception as exc:
+            logger.exception("HPSv3 scoring failed")
+            return JSONResponse({"error": f"scoring failed: {type(exc).__name__}"}, status_code=500)
+        if len(results) != count:
+            logger.error("scorer returned %d results for %d images", len(results), count)
+            return JSONResponse({"error": "scorer returned the wrong number of results"}, status_code=500)
+
+        raw = []
+        scores = []
+        for result in results:
+            mu, log_sigma = _finite_or_none(result.mu), _finite_or_none(result.log_sigma)
+            score_value = _finite_or_none(result.score) if mu is not None else None
+            scores.append(score_value)
+            raw.append([mu, log_sigma] if score_value is not None else None)
+        return {
+            "scores": scores,
+            "raw": raw,
+            "position_mode": config.position_mode,
+            "score_temperature": config.score_temperature,
+        }
+
+    return app
+
+
+def serve_hps(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    config: HPSv3Config | None = None,
+    token: str | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_images: int = DEFAULT_MAX_IMAGES,
+) -> None:
+    """Load HPSv3 from ``config`` (an ``HPSv3Config``) and serve it until interrupted."""
+    import uvicorn
+
+    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        logger.warning("HPSv3 server listens on %s without a token: anyone who can reach it may use the GPU", host)
+    scorer = HPSv3Scorer(config or HPSv3Config())
+    app = create_hps_app(scorer, max_request_bytes=max_request_bytes, token=token, max_images=max_images)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve HPSv3 scores over HTTP.")
+    parser.add_argument("--checkpoint", required=True, help="HPSv3.safetensors (or its directory)")
+    parser.add_argument("--base-model", required=True, help="Qwen2-VL-7B-Instruct config + processor directory")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--position-mode", default="1d", choices=["1d", "mrope"])
+    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    parser.add_argument("--max-images", type=int, default=DEFAULT_MAX_IMAGES)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    config = HPSv3Config(
+        checkpoint_path=args.checkpoint,
+        base_model_path=args.base_model,
+        device=args.device,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        position_mode=args.position_mode,
+    )
+    # The token comes from the environment so it never shows in `ps` output.
+    serve_hps(
+        host=args.host,
+        port=args.port,
+        config=config,
+        token=os.environ.get(TOKEN_ENV) or None,
+        max_request_bytes=args.max_request_bytes,
+        max_images=args.max_images,
+    )
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["ScoreRequest", "create_hps_app", "serve_hps", "main", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES"]
