@@ -218,3 +218,32 @@ def test_image_scorer_crash_is_none_not_zero():
     (result,) = asyncio.run(scorer.score_many([PaintingToScore(pool.png(entry), pool.source(entry), True)]))
     assert result.components["hpsv3"] is None
     assert result.total is None
+
+
+def test_judge_led_mix_through_a_real_http_judge():
+    """The mixer, the seeded reference draw and the HTTP judge together, on loopback."""
+    from fake_openai_server import FakeOpenAIServer, prefer_image
+    from rewards.judge import HttpJudge, JudgeConfig
+
+    pool = ReferencePool.load(STARTER_POOL_DIR)
+    candidate = pool.entries("love")[0]
+    candidate_png = pool.png(candidate)
+    seen = []
+
+    async def hps(pngs, subjects):  # a scorer double: this test is about the judge path
+        seen.extend(subjects)
+        return [0.5] * len(pngs)
+
+    with FakeOpenAIServer(prefer_image(candidate_png)) as server:
+        judge = HttpJudge(JudgeConfig(base_url=server.base_url, model="fake-judge", token="t0ken", max_concurrency=2))
+        scorer = RewardScorer(load_preset("judge-led"), judge=judge, pool=pool, hps=hps)
+        paintings = [PaintingToScore(candidate_png, pool.source(candidate), True, subject="harbour", group_seed=3)] * 2
+        first, second = scorer.score_many_sync(paintings)
+        judge.close()
+        requests = server.chat_requests()
+    assert first.components["judge"] == 1.0  # won both orders against every reference
+    assert first.references == second.references and len(first.references) == 4
+    expected = 0.05 + 0.05 * first.components["length"] + 0.60 * 1.0 + 0.30 * 0.5
+    assert first.total == pytest.approx(expected)
+    assert all(r.bearer_token == "t0ken" for r in requests)
+    assert seen == ["harbour", "harbour"]
