@@ -121,19 +121,20 @@ def mean_abs_difference(png_a: bytes, png_b: bytes) -> float:
     return float(np.abs(a - b).mean())
 
 
-async def _bench_backend(backend: str, codes: list[str], seed: int, deadline_s: float, repeats: int) -> list[tuple[float, bytes | None]]:
-    """Sequential renders on one browser: the per-sketch latency, best of `repeats`."""
+async def _bench_backend(backend: str, codes: list[str], seed: int, deadline_s: float, repeats: int) -> list[tuple[float, bytes | None, bool]]:
+    """Sequential renders on one browser: best latency of `repeats`, the PNG, and whether
+    every repeat gave the same bytes (determinism, checked on the fly)."""
     results = []
     async with RendererPool(size=1, backend=backend, deadline_s=deadline_s) as pool:
         await pool.render(WARM_UP_SKETCH, seed)  # browser start-up is not part of any sketch's time
         for code in codes:
-            best, png = float("inf"), None
+            best, pngs = float("inf"), []
             for _ in range(repeats):
                 started = time.perf_counter()
                 result = await pool.render(code, seed)
                 best = min(best, time.perf_counter() - started)
-                png = result.png
-            results.append((best, png))
+                pngs.append(result.png)
+            results.append((best, pngs[0], len(set(pngs)) == 1 and pngs[0] is not None))
     return results
 
 
@@ -144,18 +145,22 @@ def cmd_bench_render(args) -> int:
           f"(one browser each, warm, best of {args.repeats})", flush=True)
     fast = asyncio.run(_bench_backend(args.backend, codes, args.seed, args.deadline, args.repeats))
     reference = asyncio.run(_bench_backend("reference", codes, args.seed, args.deadline, 1))
-    print(f"{'sketch':<28}{args.backend + ' s':>12}{'reference s':>14}{'ratio':>8}{'mean|Δ|/255':>14}")
+    same = "same bytes" if args.repeats > 1 else ""
+    print(f"{'sketch':<28}{args.backend + ' s':>12}{'reference s':>14}{'ratio':>8}{'mean|Δ|/255':>14}{same:>12}")
     total_fast = total_ref = 0.0
-    differences = []
-    for path, (t_fast, png_fast), (t_ref, png_ref) in zip(files, fast, reference):
+    differences, deterministic = [], []
+    for path, (t_fast, png_fast, stable), (t_ref, png_ref, _) in zip(files, fast, reference):
         diff = mean_abs_difference(png_fast, png_ref) if png_fast and png_ref else float("nan")
         differences.append(diff)
+        deterministic.append(stable)
         total_fast += t_fast
         total_ref += t_ref
-        print(f"{path.stem:<28}{t_fast:>12.2f}{t_ref:>14.2f}{t_ref / t_fast:>8.2f}{diff:>14.3f}")
+        stable_text = ("yes" if stable else "NO") if args.repeats > 1 else ""
+        print(f"{path.stem:<28}{t_fast:>12.2f}{t_ref:>14.2f}{t_ref / t_fast:>8.2f}{diff:>14.3f}{stable_text:>12}")
     mean_diff = float(np.nanmean(differences)) if differences else float("nan")
     print(f"{'total':<28}{total_fast:>12.2f}{total_ref:>14.2f}{total_ref / total_fast:>8.2f}{mean_diff:>14.3f}")
-    print(f"bench: backend={args.backend} speedup={total_ref / total_fast:.2f}x mean_abs_diff={mean_diff:.3f}/255")
+    determinism = f" deterministic={sum(deterministic)}/{len(deterministic)}" if args.repeats > 1 else ""
+    print(f"bench: backend={args.backend} speedup={total_ref / total_fast:.2f}x mean_abs_diff={mean_diff:.3f}/255{determinism}")
     return 0
 
 

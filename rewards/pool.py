@@ -129,11 +129,13 @@ class ReferencePool:
     # --- building ---------------------------------------------------------------------
 
     def add(self, png: bytes, tier: str, name: str, subject: str = "", source: str | None = None,
-            generator: str = "", paint_coverage: float | None = None, **extra) -> PoolEntry:
+            generator: str = "", paint_coverage: float | None = None, source_file: str | None = None,
+            **extra) -> PoolEntry:
+        """Store a painting. The sketch is copied into sources/ (``source``) or, for sketches
+        that already live in the project, referenced by a path relative to the pool (``source_file``)."""
         (self.root / tier).mkdir(parents=True, exist_ok=True)
         file = f"{tier}/{name}.png"
         (self.root / file).write_bytes(png)
-        source_file = None
         if source is not None:
             (self.root / "sources").mkdir(parents=True, exist_ok=True)
             source_file = f"sources/{name}.js"

@@ -8,6 +8,7 @@ examples (examples/sketches), `okay` the deliberately plain ones (examples/simpl
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def build_starter_pool(destination: str | Path = STARTER_POOL_DIR, seed: int = S
     destination.mkdir(parents=True, exist_ok=True)
     for (tier, path), outcome in zip(sketches, outcomes):
         code = path.read_text()
-        pool.add(outcome.png, tier, path.stem, subject=subject_of(code, path.stem), source=code,
+        # The sketches stay where they are (examples/); the pool points at them.
+        source_file = os.path.relpath(path, destination)
+        pool.add(outcome.png, tier, path.stem, subject=subject_of(code, path.stem), source_file=source_file,
                  generator="project example (hand-written)", paint_coverage=round(outcome.paint_fraction, 4),
                  seed=seed, curation="starter")
     pool.save()
