@@ -411,16 +411,23 @@ def _identifier_name(node: Node) -> str:
     return _IDENTIFIER_ESCAPE.sub(replace, raw)
 
 
+_LITERAL_PARTS = ("string_fragment", "escape_sequence")
+
+
+def _literal_part(child: Node) -> str | None:
+    """The text of a string or template fragment; None for an escape we cannot decode."""
+    text = _node_text(child)
+    return text if child.type == "string_fragment" else _decode_escape(text)
+
+
 def _string_literal_value(node: Node) -> str | None:
     parts: list[str] = []
     for child in node.children:
-        if child.type == "string_fragment":
-            parts.append(_node_text(child))
-        elif child.type == "escape_sequence":
-            decoded = _decode_escape(_node_text(child))
-            if decoded is None:
+        if child.type in _LITERAL_PARTS:
+            part = _literal_part(child)
+            if part is None:
                 return None
-            parts.append(decoded)
+            parts.append(part)
     return "".join(parts)
 
 
@@ -948,13 +955,11 @@ class _SketchAnalyzer:
         elif kind == "template_string":
             parts: list[str] = []
             for child in node.children:
-                if child.type == "string_fragment":
-                    parts.append(_node_text(child))
-                elif child.type == "escape_sequence":
-                    decoded = _decode_escape(_node_text(child))
-                    if decoded is None:
+                if child.type in _LITERAL_PARTS:
+                    part = _literal_part(child)
+                    if part is None:
                         return None
-                    parts.append(decoded)
+                    parts.append(part)
                 elif child.type == "template_substitution":
                     inner = _named_children(child)
                     folded = self.fold(inner[0], scope, depth + 1) if len(inner) == 1 else None
