@@ -290,6 +290,16 @@ def paper_wash(p: Painter, colour: str) -> None:
     p.shape([(x + p.u(-8, 8), y + p.u(-8, 8)) for x, y in corners], p.u(0.1, 0.25))
 
 
+def interior(p: Painter, table_range: tuple[float, float], paper: str, wall: str, wall_alpha: float) -> float:
+    """Paper, then a wall wash down to just below the table line; returns the table line."""
+    table = p.u(*table_range)
+    paper_wash(p, paper)
+    p.section("wall")
+    p.fill(wall, wall_alpha, bleed=0.35, texture=0.35)
+    p.shape(rectangle(0, 0, CANVAS, table + 10), 0.15)
+    return table
+
+
 def sky(p: Painter, colour: str, bottom: float, alpha: float = 100) -> None:
     p.section("sky")
     p.fill(colour, alpha, bleed=0.42, texture=0.35, border=0.15)
@@ -353,11 +363,7 @@ def _poppies(p: Painter) -> None:
 
 
 def _lemons(p: Painter) -> None:
-    table = p.u(300, 380)
-    paper_wash(p, "#f1ead8")
-    p.section("wall")
-    p.fill("#e8d7b0", 90, bleed=0.35, texture=0.35)
-    p.shape(rectangle(0, 0, CANVAS, table + 10), 0.15)
+    table = interior(p, (300, 380), "#f1ead8", "#e8d7b0", 90)
     # a pale cloth: yellow glazed over a strong blue would turn green
     p.section("blue cloth")
     p.fill("#8fb0d8", 100, bleed=0.3, texture=0.5)
@@ -480,11 +486,7 @@ def _mountain_lake(p: Painter) -> None:
 
 
 def _tulips(p: Painter) -> None:
-    table = p.u(400, 450)
-    paper_wash(p, "#f4ece0")
-    p.section("wall")
-    p.fill("#d9cdb8", 80, bleed=0.35, texture=0.35)
-    p.shape(rectangle(0, 0, CANVAS, table + 10), 0.15)
+    table = interior(p, (400, 450), "#f4ece0", "#d9cdb8", 80)
     p.section("table")
     p.fill("#a57c55", 120, bleed=0.25, texture=0.5)
     p.shape(rectangle(0, table, CANVAS, CANVAS), 0.1)
@@ -604,11 +606,7 @@ def _sunflowers(p: Painter) -> None:
 
 
 def _pears(p: Painter) -> None:
-    table = p.u(330, 400)
-    paper_wash(p, "#f1eadc")
-    p.section("wall")
-    p.fill("#c9c2a8", 80, bleed=0.35, texture=0.35)
-    p.shape(rectangle(0, 0, CANVAS, table + 10), 0.15)
+    table = interior(p, (330, 400), "#f1eadc", "#c9c2a8", 80)
     p.section("table top")
     p.fill("#9c7653", 120, bleed=0.25, texture=0.5)
     p.shape([(0, table), (CANVAS, table + p.u(-15, 15)), (CANVAS, CANVAS), (0, CANVAS)], 0.1)
@@ -747,11 +745,7 @@ def _autumn_trees(p: Painter) -> None:
 
 
 def _teapot(p: Painter) -> None:
-    table = p.u(360, 420)
-    paper_wash(p, "#f2ece1")
-    p.section("wall")
-    p.fill("#d7c8b4", 80, bleed=0.35, texture=0.35)
-    p.shape(rectangle(0, 0, CANVAS, table + 10), 0.15)
+    table = interior(p, (360, 420), "#f2ece1", "#d7c8b4", 80)
     p.section("table")
     p.fill("#b08a63", 110, bleed=0.25, texture=0.5)
     p.shape(rectangle(0, table, CANVAS, CANVAS), 0.1)
