@@ -67,11 +67,17 @@ def outcome_record(path: Path, outcome: SketchOutcome, png_path: Path | None) ->
     }
 
 
+def report_missing_files(command: str, paths: list[Path]) -> bool:
+    """Print the usage error for input files that do not exist; True when any is missing."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"watercolour {command}: no such file: {', '.join(missing)}", file=sys.stderr)
+    return bool(missing)
+
+
 def cmd_render(args) -> int:
     files = [Path(f) for f in args.files]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing:
-        print(f"watercolour render: no such file: {', '.join(missing)}", file=sys.stderr)
+    if report_missing_files("render", files):
         return 2
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir:

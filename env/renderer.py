@@ -266,7 +266,6 @@ class RendererPool:
         self._idle: asyncio.Queue[_Browser] | None = None
         self._files = {path: file.read_bytes() for path, file in self._library_paths().items()}
         self._pending_html: dict[str, str] = {}
-        self.requests_blocked = 0
 
     @staticmethod
     def _library_paths() -> dict[str, Path]:
@@ -328,7 +327,6 @@ class RendererPool:
             if body is not None:
                 await route.fulfill(status=200, content_type="text/javascript", body=body)
                 return
-        self.requests_blocked += 1
         await route.abort("blockedbyclient")
 
     async def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
@@ -497,12 +495,6 @@ class SyncRenderer:
 
     def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
         return self._call(self.pool.render(code, seed, deadline_s))
-
-    def render_many(self, codes: list[str], seeds: list[int], deadline_s: float | None = None) -> list[RenderResult]:
-        async def run_all():
-            return await asyncio.gather(*(self.pool.render(c, s, deadline_s) for c, s in zip(codes, seeds)))
-
-        return self._call(run_all())
 
     def close(self):
         if self._closed:

@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from env.commands import report_missing_files
 from env.contract import SketchContract
 from env.gate import static_gate
 from env.pigment import paint_fraction_of_png
@@ -62,9 +63,7 @@ def build_scorer(args, pool: ReferencePool) -> RewardScorer:
 
 def cmd_score(args) -> int:
     images = [Path(p) for p in args.images]
-    missing = [str(p) for p in images if not p.is_file()]
-    if missing:
-        print(f"watercolour score: no such file: {', '.join(missing)}", file=sys.stderr)
+    if report_missing_files("score", images):
         return 2
     pool = ReferencePool.load(args.pool)
     scorer = build_scorer(args, pool)

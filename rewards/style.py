@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from env.pigment import PAINT_DISTANCE, background_colour, load_rgb
+from rewards.pool import ReferencePool
 
 ANALYSIS_SIZE = 160  # statistics at a fixed size, so any resolution scores alike
 HUE_BINS = 12
@@ -154,8 +155,6 @@ class StyleScorer:
 
     @classmethod
     def from_pool_dir(cls, pool_dir: str | Path) -> "StyleScorer":
-        from rewards.pool import ReferencePool
-
         pool = ReferencePool.load(pool_dir)
         love = pool.entries(tier="love")
         return cls(StyleProfile.from_pngs([pool.png(e) for e in love], [e.file for e in love]))
