@@ -248,8 +248,15 @@ class Painter:
             line = "  "
         self.body.append(line + tail)
 
-    def sketch(self, subject: str) -> str:
+    def sketch(self, subject: str, max_sections: int | None = None) -> str:
         title = subject[:1].upper() + subject[1:]
+        body = self.body
+        if max_sections is not None:
+            starts = [i for i, line in enumerate(body) if line.startswith("  // ")]
+            if len(starts) > max_sections:
+                body = body[:starts[max_sections]]
+                while body and not body[-1].strip():
+                    body = body[:-1]
         lines = [
             f"// {title}: layered watercolour washes, large shapes first and small accents last.",
             "async function setup() {",
@@ -271,7 +278,7 @@ class Painter:
             f"  background('{PAPER}');",
             "  brush.noStroke();",
             "",
-            *self.body,
+            *body,
             "}",
         ]
         return "\n".join(lines) + "\n"
@@ -953,16 +960,20 @@ _COMPOSERS: dict[str, Callable[[Painter], None]] = {
 SUBJECTS: tuple[str, ...] = tuple(_COMPOSERS)
 
 
-def generate_sketch(subject: str, seed: int) -> str:
-    """A valid sketch of ``subject`` (one of SUBJECTS); the same (subject, seed) gives the same code."""
+def generate_sketch(subject: str, seed: int, max_sections: int | None = None) -> str:
+    """A valid sketch of ``subject`` (one of SUBJECTS); the same (subject, seed) gives the same code.
+
+    ``max_sections`` keeps only the first layers (background washes first): a compact sketch
+    a tiny model can learn in minutes on a CPU.
+    """
     if subject not in _COMPOSERS:
         raise ValueError(f"no procedural composition for {subject!r}; choose one of {list(SUBJECTS)}")
     painter = Painter(random.Random(f"{subject}\x00{int(seed)}"))
     _COMPOSERS[subject](painter)
-    return painter.sketch(subject)
+    return painter.sketch(subject, max_sections)
 
 
-def sft_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
+def sft_examples(n: int, seed: int = 0, max_sections: int | None = None) -> list[dict[str, Any]]:
     """``n`` supervised turn-1 examples: the prompt messages and a fenced sketch as the completion.
 
     Subjects cycle in a seeded order so any ``n`` covers them as evenly as possible; each
@@ -978,7 +989,7 @@ def sft_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
             order = list(SUBJECTS)
             rng.shuffle(order)
         subject = order.pop()
-        sketch = generate_sketch(subject, rng.randrange(2**31))
+        sketch = generate_sketch(subject, rng.randrange(2**31), max_sections)
         examples.append({
             "subject": subject,
             "prompt_messages": first_turn_messages(subject),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import uvicorn
 
 from env.core import SketchEvaluator
 from env.renderer import RendererPool, SyncRenderer
@@ -92,4 +95,23 @@ def loopback_listener():
     listener.close()
 
 
-__all__ = ["RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
+__all__ = ["running_server", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
+
+
+@contextmanager
+def running_server(app):
+    """uvicorn on 127.0.0.1 with a free port, in a thread of this process."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

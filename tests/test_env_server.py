@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import threading
 import time
-from contextlib import contextmanager
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import ValidationError
 
 from env.contract import REASON_CODES, SketchContract
@@ -27,7 +24,7 @@ from env.feedback import MAX_DETAIL_LINES, MAX_FEEDBACK_CHARS, MAX_LINE_CHARS, f
 from env.models import MAX_RESPONSE_CHARS, WatercolourAction, WatercolourObservation
 from env.server import create_app
 
-from conftest import SMALL_SKETCH
+from conftest import SMALL_SKETCH, running_server
 
 SMALL_REPLY = "Two poppies.\n```js\n" + SMALL_SKETCH + "```\n"
 HOSTILE_REPLY = (
@@ -209,25 +206,6 @@ def test_infrastructure_failures_are_flagged_not_scored_as_bad_paintings():
 
 
 # --- server over WebSocket --------------------------------------------------------------------
-
-
-@contextmanager
-def running_server(app):
-    """uvicorn on 127.0.0.1 with a free port, in a thread of this process."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

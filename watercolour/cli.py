@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tiny_parser(sub)
 
+    from multiturn_trainer.config import add_parser as add_train_parsers
+
+    add_train_parsers(sub)
+
     demo = sub.add_parser("demo", help="the embedded default job (see README)")
     demo.add_argument("--out-dir", default="out/demo")
     demo.add_argument("--seed", type=int, default=1)
@@ -61,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
 
         hps_main(argv[1:])
         return 0
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "train":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "render":
         from env.commands import cmd_render
 
@@ -88,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         from multiturn_trainer.tiny_model import cmd_build_tiny
 
         return cmd_build_tiny(args)
+    if args.command == "train":
+        from multiturn_trainer.train import cmd_train
+
+        return cmd_train(args, extra)
+    if args.command == "sft":
+        from multiturn_trainer.sft import cmd_sft
+
+        return cmd_sft(args)
     if args.command == "demo":
         from env.commands import cmd_render_demo
 

@@ -1,0 +1,140 @@
+"""The tokens of one painting episode: the policy's turns, the environment's turns, the images.
+
+An episode is one growing token sequence: the turn-1 prompt, then alternately the policy's
+completion (loss mask 1) and the environment's user turn (loss mask 0) with the painting
+as image tokens. Turn k+1 is generated from exactly these ids, not from a re-templated
+conversation, so the sequence the loss pass scores is token for token the one sampled. The
+Qwen3.5 template re-renders earlier assistant turns differently (it drops their empty
+``<think>`` block once a user turn follows), so re-templating would shift every later
+turn by a few tokens and the sampling and training log-probs would no longer agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from PIL import Image
+
+# Stands in for the assistant's reply while the template renders the next user turn; the
+# environment turn is everything the template puts after it.
+_REPLY_MARKER = "\u2063reply-marker\u2063"
+
+
+@dataclass
+class EnvironmentTurn:
+    ids: list[int]
+    pixel_values: torch.Tensor | None = None
+    image_grid_thw: torch.Tensor | None = None
+    images: list[Image.Image] = field(default_factory=list)
+
+
+@dataclass
+class EpisodeTokens:
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    images: list[Image.Image] = field(default_factory=list)
+    pixel_values: list[torch.Tensor] = field(default_factory=list)
+    image_grid_thw: list[torch.Tensor] = field(default_factory=list)
+
+    def context(self) -> list[int]:
+        return list(self.prompt_ids) + list(self.completion_ids)
+
+    def add_policy(self, ids: list[int]) -> None:
+        self.completion_ids.extend(ids)
+        self.env_mask.extend([1] * len(ids))
+
+    def add_environment(self, turn: EnvironmentTurn) -> None:
+        self.completion_ids.extend(turn.ids)
+        self.env_mask.extend([0] * len(turn.ids))
+        self.images.extend(turn.images)
+        if turn.pixel_values is not None:
+            self.pixel_values.append(turn.pixel_values)
+            self.image_grid_thw.append(turn.image_grid_thw)
+
+
+def environment_turn(
+    processor,
+    user_content: list[dict[str, Any]],
+    policy_ended_turn: bool,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> EnvironmentTurn:
+    """Token ids (image tokens expanded) and pixel values for one environment user turn.
+
+    ``policy_ended_turn``: the completion ended with the end-of-turn token; if it ran out of
+    budget instead, the turn is closed here (as an environment token, so it is not trained).
+    """
+    images = [part["image"] for part in user_content if part.get("type") == "image"]
+    template_content = [{"type": "image"} if part.get("type") == "image" else part for part in user_content]
+    conversation = [
+        {"role": "user", "content": [{"type": "text", "text": "."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": _REPLY_MARKER}]},
+        {"role": "user", "content": template_content},
+    ]
+    text = processor.apply_chat_template(
+        conversation, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
+    )
+    suffix = text[text.rindex(_REPLY_MARKER) + len(_REPLY_MARKER):]
+    end_of_turn = processor.tokenizer.eos_token
+    if not suffix.startswith(end_of_turn):
+        raise ValueError(f"the chat template does not end an assistant turn with {end_of_turn!r}")
+    if policy_ended_turn:
+        suffix = suffix[len(end_of_turn):]
+    encoded = processor(text=[suffix], images=images or None, return_tensors="pt")
+    return EnvironmentTurn(
+        ids=encoded["input_ids"][0].tolist(),
+        pixel_values=encoded.get("pixel_values") if images else None,
+        image_grid_thw=encoded.get("image_grid_thw") if images else None,
+        images=images,
+    )
+
+
+def generation_fields(episodes: list[EpisodeTokens], image_pad_id: int | None) -> dict[str, Any]:
+    """The multimodal inputs of a batched generate over ``episodes`` (empty when no images).
+
+    Qwen3.5 computes its 3-D rotary positions from ``mm_token_type_ids``; it is a per-token
+    field, left-padded with the ids by TRL's generation path.
+    """
+    pixel_values = [p for e in episodes for p in e.pixel_values]
+    if not pixel_values:
+        return {}
+    return {
+        "pixel_values": torch.cat(pixel_values),
+        "image_grid_thw": torch.cat([g for e in episodes for g in e.image_grid_thw]),
+        "mm_token_type_ids": [[int(t == image_pad_id) for t in e.context()] for e in episodes],
+    }
+
+
+def loss_image_inputs(
+    episodes: list[EpisodeTokens],
+    prompt_completion_ids: torch.Tensor,
+    image_pad_id: int | None,
+    merge_length: int = 4,
+) -> dict[str, Any]:
+    """What the loss pass needs so the image features reach it, matched to the padded batch.
+
+    Raises when the image tokens in a row and the features of its images disagree: feeding
+    the model mismatched images would train on garbage silently.
+    """
+    pixel_values = [p for e in episodes for p in e.pixel_values]
+    if not pixel_values:
+        return {}
+    grids = torch.cat([g for e in episodes for g in e.image_grid_thw])
+    mm_token_type_ids = (prompt_completion_ids == image_pad_id).long()
+    offset = 0
+    for row, episode in enumerate(episodes):
+        count = len(episode.image_grid_thw)
+        features = int(grids[offset:offset + count].prod(dim=-1).sum().item()) // merge_length
+        tokens = int(mm_token_type_ids[row].sum().item())
+        if tokens != features:
+            raise ValueError(f"episode {row}: {tokens} image tokens for {features} image features")
+        offset += count
+    device = prompt_completion_ids.device
+    return {
+        "pixel_values": torch.cat(pixel_values).to(device),
+        "image_grid_thw": grids.to(device),
+        "mm_token_type_ids": mm_token_type_ids,
+        "num_images": [len(e.image_grid_thw) for e in episodes],
+    }

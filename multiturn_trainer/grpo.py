@@ -1,0 +1,377 @@
+"""Multi-turn GRPO on TRL: lockstep painting episodes whose images reach the loss pass.
+
+How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another version):
+
+* ``rollout_func`` runs the episodes: every episode's turn k is generated in one batch
+  through ``trainer._generate_single_turn`` (plain HF generate or vLLM, whatever TRL is set
+  up with), all turn-k sketches render in parallel, then each episode gets the next user
+  turn (its own painting + the environment's feedback) as environment tokens (``env_mask``
+  0, not trained). TRL logs lengths, computes group advantages and drops ``None`` rewards
+  from the group baseline.
+* TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
+  adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
+  pass, and recomputes old/reference log-probs with them when TRL needed those.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent.messages import append_turn
+from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.environments import EpisodeEnvironments, TurnObservation
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
+from multiturn_trainer.store import RunStore, checkpoint_step
+from rewards.mixer import COMPONENTS, PaintingToScore, RewardScorer, ScoreResult
+
+TRL_PIN = "1.16.0"
+# The private TRL members this module relies on; the pin test checks they still exist.
+TRL_INTERNALS = ("_generate_single_turn", "_tokenize_prompts", "_generate", "_generate_and_score_completions",
+                 "_get_per_token_logps_and_entropies", "_save_checkpoint")
+
+
+def check_trl_pin() -> None:
+    import trl
+    from trl import GRPOTrainer
+
+    if trl.__version__ != TRL_PIN:
+        raise RuntimeError(
+            f"multiturn_trainer needs trl=={TRL_PIN} (it overrides GRPOTrainer internals); found {trl.__version__}"
+        )
+    missing = [name for name in TRL_INTERNALS if not hasattr(GRPOTrainer, name)]
+    if missing:
+        raise RuntimeError(f"trl {trl.__version__} lacks GRPOTrainer.{', '.join(missing)}")
+
+
+def episode_reward(prompts, completions, episode_reward, **kwargs) -> list[float | None]:
+    """The reward the rollout computed (None = unscorable: TRL leaves it out of the group)."""
+    return [None if r is None else float(r) for r in episode_reward]
+
+
+def multiturn_rollout(prompts: list, trainer: "MultiTurnGRPOTrainer") -> dict[str, Any]:
+    return trainer.run_episodes(prompts)
+
+
+@dataclass
+class EpisodeBatch:
+    rows: list[dict[str, Any]]
+    episodes: list[EpisodeTokens]
+    replies: list[list[str]]
+    observations: list[list[TurnObservation]]
+    turn_scores: list[dict[int, ScoreResult | None]]
+    rewards: list[float | None]
+    rewarded_turn: list[int | None]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _trainer_base():
+    from trl import GRPOTrainer
+
+    return GRPOTrainer
+
+
+class MultiTurnGRPOTrainer(_trainer_base()):
+    def __init__(self, *args, run_config: TrainConfig, environments: EpisodeEnvironments, scorer: RewardScorer,
+                 store: RunStore, **kwargs):
+        self.run_config = run_config
+        self.painting_envs = environments
+        self.scorer = scorer
+        self.store = store
+        self._episode_rows: list[dict[str, Any]] = []
+        self._episode_batch: EpisodeBatch | None = None
+        self._step_started = time.perf_counter()
+        super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
+
+    # --- episodes ------------------------------------------------------------------------
+    def run_episodes(self, prompts: list) -> dict[str, Any]:
+        cfg = self.run_config
+        rows = self._episode_rows
+        if len(rows) != len(prompts):
+            raise RuntimeError("run_episodes called outside _generate_and_score_completions")
+        turns = cfg.turns
+        prompt_ids, _, _ = self._tokenize_prompts(prompts)
+        episodes = [EpisodeTokens(list(ids)) for ids in prompt_ids]
+        conversations = [list(prompt) for prompt in prompts]
+        subjects = [row["subject"] for row in rows]
+        seeds = [int(row["seed"]) for row in rows]
+        replies: list[list[str]] = [[] for _ in prompts]
+        observations: list[list[TurnObservation]] = [[] for _ in prompts]
+        timings = defaultdict(float)
+
+        self.painting_envs.reset(subjects, seeds, turns)
+        for turn in range(1, turns + 1):
+            started = time.perf_counter()
+            fields = generation_fields(episodes, self._image_pad_token_id)
+            completion_ids, _ = self._generate_single_turn(
+                [e.context() for e in episodes], [e.images or None for e in episodes], fields, 1
+            )
+            texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+            for episode, ids, text, said in zip(episodes, completion_ids, texts, replies):
+                episode.add_policy(list(ids))
+                said.append(text)
+            timings["generate"] += time.perf_counter() - started
+
+            started = time.perf_counter()
+            turn_observations = self.painting_envs.step(texts, turn)
+            for seen, observation in zip(observations, turn_observations):
+                seen.append(observation)
+            timings["render"] += time.perf_counter() - started
+
+            if turn < turns:
+                started = time.perf_counter()
+                for i, (episode, observation) in enumerate(zip(episodes, turn_observations)):
+                    conversations[i] = append_turn(conversations[i], texts[i], observation.png,
+                                                   observation.feedback, turn + 1, turns)
+                    ended = bool(completion_ids[i]) and completion_ids[i][-1] in self.eos_token_ids
+                    episode.add_environment(environment_turn(
+                        self.processing_class, conversations[i][-1]["content"], ended, self.chat_template_kwargs
+                    ))
+                timings["generate"] += time.perf_counter() - started
+
+        started = time.perf_counter()
+        turn_scores, rewards, rewarded_turn = self._score(observations, replies, subjects, seeds)
+        timings["score"] += time.perf_counter() - started
+        self._episode_batch = EpisodeBatch(rows, episodes, replies, observations, turn_scores, rewards,
+                                           rewarded_turn, dict(timings))
+        return {
+            "prompt_ids": [e.prompt_ids for e in episodes],
+            "completion_ids": [e.completion_ids for e in episodes],
+            "logprobs": None,
+            "env_mask": [e.env_mask for e in episodes],
+            "episode_reward": rewards,
+        }
+
+    def _score(self, observations, replies, subjects, seeds):
+        """Score the turns the reward and the metrics need: first and last, or all for 'best'."""
+        turns = self.run_config.turns
+        wanted = range(1, turns + 1) if self.run_config.reward_turn == "best" else sorted({1, turns})
+        keys, paintings = [], []
+        for i, seen in enumerate(observations):
+            for turn in wanted:
+                observation = seen[turn - 1]
+                if observation.infrastructure_failed:
+                    continue  # never judged: its score stays None and the episode is dropped
+                keys.append((i, turn))
+                paintings.append(PaintingToScore(
+                    png=observation.png, code=observation.code or replies[i][turn - 1],
+                    passed=observation.passed, subject=subjects[i], group_seed=seeds[i],
+                ))
+        results = self.scorer.score_many_sync(paintings) if paintings else []
+        turn_scores: list[dict[int, ScoreResult | None]] = [{t: None for t in wanted} for _ in observations]
+        for (i, turn), result in zip(keys, results):
+            turn_scores[i][turn] = result
+        rewards, rewarded_turn = [], []
+        for scores in turn_scores:
+            if self.run_config.reward_turn == "best":
+                candidates = [(r.total, t) for t, r in scores.items() if r is not None and r.total is not None]
+                best = max(candidates) if candidates else (None, None)
+                rewards.append(best[0])
+                rewarded_turn.append(best[1])
+            else:
+                final = scores.get(turns)
+                rewards.append(None if final is None else final.total)
+                rewarded_turn.append(turns)
+        return turn_scores, rewards, rewarded_turn
+
+    # --- TRL hooks -----------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs):
+        self._episode_rows = inputs
+        output = super()._generate_and_score_completions(inputs)
+        batch = self._episode_batch
+        if batch is None or len(batch.episodes) != output["completion_ids"].size(0):
+            raise RuntimeError("the episode batch does not match TRL's generation batch")
+        self._drop_unscored(output, batch)
+        self._attach_images(output, batch)
+        self._record(batch)
+        self._episode_rows, self._episode_batch = [], None
+        return output
+
+    def _drop_unscored(self, output, batch: EpisodeBatch) -> None:
+        """A None reward (failed render or scorer) removes the episode from the loss too."""
+        dropped = [i for i, reward in enumerate(batch.rewards) if reward is None]
+        if not dropped:
+            return
+        output["tool_mask"][dropped] = 0
+        loss_mask = output["completion_mask"] * output["tool_mask"]
+        # Clamp: a step where every episode failed trains on nothing instead of dividing by zero.
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum().clamp(min=1)
+
+    def _attach_images(self, output, batch: EpisodeBatch) -> None:
+        prompt_completion_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        merge = getattr(self.processing_class.image_processor, "merge_size", 2) ** 2
+        image_inputs = loss_image_inputs(batch.episodes, prompt_completion_ids, self._image_pad_token_id, merge)
+        if not image_inputs:
+            return
+        output.update(image_inputs)
+        needs_old = "old_per_token_logps" in output
+        needs_ref = "ref_per_token_logps" in output
+        if not (needs_old or needs_ref):
+            return
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        logits_to_keep = output["completion_ids"].size(1)
+        kwargs = {k: image_inputs[k] for k in ("pixel_values", "image_grid_thw", "mm_token_type_ids", "num_images")}
+        batch_size = self.args.per_device_train_batch_size
+        with torch.no_grad():
+            if needs_old:
+                output["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
+                    self.model, prompt_completion_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
+                )[0]
+            if needs_ref:
+                if self.ref_model is not None:
+                    ref = self._get_per_token_logps_and_entropies(
+                        self.ref_model, prompt_completion_ids, attention_mask, logits_to_keep,
+                        batch_size=batch_size, **kwargs)[0]
+                else:
+                    with self.accelerator.unwrap_model(self.model).disable_adapter():
+                        ref = self._get_per_token_logps_and_entropies(
+                            self.model, prompt_completion_ids, attention_mask, logits_to_keep,
+                            batch_size=batch_size, **kwargs)[0]
+                output["ref_per_token_logps"] = ref
+
+    def _record(self, batch: EpisodeBatch) -> None:
+        """Episodes to episodes.jsonl (+ renders, a contact sheet), step metrics to TRL's logs."""
+        step = self.state.global_step + 1
+        cfg = self.run_config
+        generations = cfg.num_generations
+        records = []
+        for i, row in enumerate(batch.rows):
+            group, index = divmod(i, generations)
+            turns = []
+            for position, observation in enumerate(batch.observations[i]):
+                turn = position + 1
+                score = batch.turn_scores[i].get(turn)
+                turns.append({
+                    "turn": turn,
+                    "code": observation.code,
+                    "png": self.store.save_render(step, group, index, turn, observation.png),
+                    "passed": observation.passed,
+                    "violations": observation.violations,
+                    "errors": observation.errors,
+                    "paint_fraction": observation.paint_fraction,
+                    "render_ms": observation.render_ms,
+                    "reply": batch.replies[i][position],
+                    "feedback": observation.feedback,
+                    "infrastructure_failed": observation.infrastructure_failed,
+                    "stats": observation.stats,
+                    "reward": None if score is None else score.total,
+                    "components": None if score is None else score.components,
+                })
+            rewarded = batch.rewarded_turn[i]
+            final = batch.turn_scores[i].get(rewarded) if rewarded else None
+            records.append({
+                "run": cfg.name,
+                "episode_id": f"{step}-{group}-{index}",
+                "step": step,
+                "group": group,
+                "index": index,
+                "subject": row["subject"],
+                "seed": int(row["seed"]),
+                "turns": turns,
+                "reward": batch.rewards[i],
+                "rewarded_turn": rewarded,
+                "components": dict(final.components) if final else {name: None for name in COMPONENTS},
+                "references": list(final.references) if final else [],
+                "weights": dict(self.scorer.mix.weights),
+                "preset": self.scorer.mix.name,
+            })
+        self.store.append_episodes(records)
+        self.store.write_step_sheet(step, records)
+        metrics = step_metrics(records, cfg.turns, generations, batch.timings)
+        for name, value in metrics.items():
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                self._metrics["train"][name].append(value)
+        self._last_step_metrics = metrics
+
+    def _save_checkpoint(self, model, trial):
+        """TRL/HF save ``checkpoint-N``; the run directory's contract is ``checkpoints/step-N``."""
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        super()._save_checkpoint(model, trial)
+        if not self.args.should_save:
+            return
+        root = Path(self._get_output_dir(trial=trial))
+        source = root / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        target = root / f"step-{self.state.global_step}"
+        if source.is_dir():
+            if target.exists():
+                import shutil
+
+                shutil.rmtree(target)
+            source.rename(target)
+        limit = self.run_config.save_total_limit
+        if limit:
+            import shutil
+
+            kept = sorted((p for p in root.iterdir() if p.name.startswith("step-")), key=checkpoint_step)
+            for old in kept[:-limit]:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def step_metrics(records: list[dict[str, Any]], turns: int, generations: int,
+                 timings: dict[str, float]) -> dict[str, float | None]:
+    """One step's numbers: reward, components, gate/coverage by turn, within-episode gain, times."""
+    metrics: dict[str, float | None] = {}
+    rewards = [r["reward"] for r in records]
+    scored = [x for x in rewards if x is not None]
+    metrics["episode/reward_mean"] = _mean(scored)
+    metrics["episode/reward_std"] = _std(scored)
+    metrics["episode/dropped"] = float(len(rewards) - len(scored))
+    for name in COMPONENTS:
+        values = [r["components"].get(name) for r in records if r["components"].get(name) is not None]
+        if values:
+            metrics[f"components/{name}/mean"] = _mean(values)
+            metrics[f"components/{name}/std"] = _std(values)
+    for turn in range(1, turns + 1):
+        seen = [r["turns"][turn - 1] for r in records if len(r["turns"]) >= turn]
+        metrics[f"turns/{turn}/gate_pass_rate"] = _mean([float(t["passed"]) for t in seen])
+        metrics[f"turns/{turn}/coverage"] = _mean([t["paint_fraction"] for t in seen])
+        turn_rewards = [t["reward"] for t in seen if t["reward"] is not None]
+        if turn_rewards:
+            metrics[f"turns/{turn}/reward_mean"] = _mean(turn_rewards)
+    final = [r["turns"][-1] for r in records if r["turns"]]
+    metrics["gate_pass_rate"] = _mean([float(t["passed"]) for t in final])
+    metrics["coverage"] = _mean([t["paint_fraction"] for t in final])
+    gains = [r["turns"][-1]["reward"] - r["turns"][0]["reward"] for r in records
+             if r["turns"] and r["turns"][0]["reward"] is not None and r["turns"][-1]["reward"] is not None]
+    metrics["turn_gain"] = _mean(gains) if turns > 1 else 0.0
+    groups = [rewards[g:g + generations] for g in range(0, len(rewards), generations)]
+    zero_std = [float(len({x for x in group if x is not None}) <= 1) for group in groups]
+    metrics["episode/frac_groups_zero_std"] = _mean(zero_std)
+    for phase, seconds in timings.items():
+        metrics[f"time/{phase}"] = seconds
+    return metrics
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _std(values: list[float]) -> float | None:
+    if len(values) < 2:
+        return 0.0 if values else None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def log_line(step: int, total: int, metrics: dict[str, Any]) -> str:
+    def f(key, fmt="{:.3f}"):
+        value = metrics.get(key)
+        return "-" if value is None else fmt.format(value)
+
+    return (f"step {step}/{total}  reward {f('episode/reward_mean')}  gate {f('gate_pass_rate', '{:.0%}')}"
+            f"  coverage {f('coverage', '{:.0%}')}  turn_gain {f('turn_gain', '{:+.3f}')}"
+            f"  dropped {f('episode/dropped', '{:.0f}')}  loss {f('loss', '{:.4f}')}"
+            f"  time gen {f('time/generate', '{:.0f}s')} render {f('time/render', '{:.0f}s')}"
+            f" score {f('time/score', '{:.0f}s')} train {f('time/train', '{:.0f}s')}")
+
+
+def print_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,170 @@
+"""The run directory (ARCHITECTURE.md): config, episodes, renders, metrics, checkpoints.
+
+Episodes are appended one step at a time, flushed and fsynced, so a killed run loses at
+most the step in flight. On ``--resume`` the lines of steps after the checkpoint are cut
+away before training continues, so every step's episodes appear exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from env.contact_sheet import SheetItem, contact_sheet
+
+EPISODES = "episodes.jsonl"
+METRICS = "metrics.jsonl"
+CONFIG = "config.yaml"
+RENDERS = "renders"
+CHECKPOINTS = "checkpoints"
+GALLERY = "gallery.png"
+CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
+
+
+class RunStore:
+    def __init__(self, root: str | Path, run: str):
+        self.root = Path(root)
+        self.run = run
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / RENDERS).mkdir(exist_ok=True)
+
+    # --- paths ---------------------------------------------------------------------------
+    @property
+    def episodes_path(self) -> Path:
+        return self.root / EPISODES
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / METRICS
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def step_dir(self, step: int) -> Path:
+        return self.root / RENDERS / f"step-{step:05d}"
+
+    # --- writing -------------------------------------------------------------------------
+    def write_config(self, text: str) -> None:
+        _write_atomically(self.root / CONFIG, text)
+
+    def save_render(self, step: int, group: int, index: int, turn: int, png: bytes | None) -> str | None:
+        """Store one turn's painting; returns its path relative to the run directory."""
+        if png is None:
+            return None
+        folder = self.step_dir(step)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"g{group:02d}-e{index:02d}-t{turn}.png"
+        path.write_bytes(png)
+        return str(path.relative_to(self.root))
+
+    def append_episodes(self, records: list[dict[str, Any]]) -> None:
+        _append_lines(self.episodes_path, records)
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        _append_lines(self.metrics_path, [record])
+
+    def write_step_sheet(self, step: int, records: list[dict[str, Any]]) -> Path:
+        """One row per episode, one column per turn, captioned with the reward."""
+        items = []
+        turns = max((len(r["turns"]) for r in records), default=1)
+        for record in records:
+            for position in range(turns):
+                turn = record["turns"][position] if position < len(record["turns"]) else None
+                png = (self.root / turn["png"]).read_bytes() if turn and turn.get("png") else None
+                caption = f"g{record['group']} e{record['index']} t{position + 1}"
+                last = position == len(record["turns"]) - 1
+                sub = f"reward {_fmt(record['reward'])}" if last else f"turn reward {_fmt(turn.get('reward') if turn else None)}"
+                items.append(SheetItem(caption=caption, png=png, subcaption=sub))
+        path = self.step_dir(step) / "contact_sheet.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(contact_sheet(items, columns=turns, title=f"{self.run} step {step}"))
+        return path
+
+    def write_gallery(self) -> Path:
+        """Final paintings of the first, middle and last steps: does the policy improve?"""
+        episodes = self.read_episodes()
+        steps = sorted({e["step"] for e in episodes})
+        chosen = sorted({steps[0], steps[len(steps) // 2], steps[-1]}) if steps else []
+        items = []
+        for step in chosen:
+            for record in (e for e in episodes if e["step"] == step):
+                last = record["turns"][-1] if record["turns"] else {}
+                png = (self.root / last["png"]).read_bytes() if last.get("png") else None
+                items.append(SheetItem(caption=f"step {step} g{record['group']} e{record['index']}", png=png,
+                                       subcaption=f"reward {_fmt(record['reward'])}"))
+        per_step = max(1, len(items) // max(1, len(chosen)))
+        path = self.root / GALLERY
+        path.write_bytes(contact_sheet(items, columns=min(per_step, 8), title=f"{self.run}: first, middle and last step"))
+        return path
+
+    # --- reading and resuming ------------------------------------------------------------
+    def read_episodes(self) -> list[dict[str, Any]]:
+        return _read_lines(self.episodes_path)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        return _read_lines(self.metrics_path)
+
+    def latest_checkpoint(self) -> Path | None:
+        if not self.checkpoints_dir.is_dir():
+            return None
+        found = [(int(m.group(1)), p) for p in self.checkpoints_dir.iterdir()
+                 if (m := CHECKPOINT_PATTERN.match(p.name)) and (p / "trainer_state.json").is_file()]
+        return max(found)[1] if found else None
+
+    def truncate_after(self, step: int) -> int:
+        """Drop episode and metric lines of steps after ``step``; returns how many episodes went."""
+        dropped = 0
+        for path in (self.episodes_path, self.metrics_path):
+            lines = _read_lines(path)
+            kept = [line for line in lines if line.get("step", 0) <= step]
+            if path == self.episodes_path:
+                dropped = len(lines) - len(kept)
+            _write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))
+        return dropped
+
+
+def checkpoint_step(path: str | Path) -> int:
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    if not match:
+        raise ValueError(f"{path} is not a checkpoints/step-N folder")
+    return int(match.group(1))
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def _append_lines(path: Path, records: list[dict[str, Any]]) -> None:
+    if not records:
+        return
+    with path.open("a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            # A line cut short by a kill mid-write: everything before it is intact.
+            break
+    return records
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)

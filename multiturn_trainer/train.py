@@ -1,0 +1,276 @@
+"""`watercolour train`: build model, environment, scorer and trainer from one TrainConfig, and run."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from agent.messages import first_turn_messages
+from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.store import RunStore, checkpoint_step
+
+VISION_MODULES = r".*\.visual\..*"
+# Fused MoE expert weights (3-D parameters, not nn.Linear): reachable only via target_parameters.
+EXPERT_PARAMETERS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
+@dataclass
+class TrainSummary:
+    run_dir: Path
+    steps: int
+    episodes: int
+    reward_first_third: float | None
+    reward_last_third: float | None
+    turn_gain: float | None
+    gallery: Path | None
+    adapter: Path | None
+
+
+def has_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def ensure_model(config: TrainConfig) -> str:
+    """The model path, building the tiny offline model there first when asked to."""
+    path = Path(config.model)
+    if config.tiny_model and not (path / "config.json").is_file():
+        from multiturn_trainer.tiny_model import build_tiny_model
+
+        build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+    return config.model
+
+
+def peft_config(config: TrainConfig, model=None):
+    if not config.lora:
+        return None
+    from peft import LoraConfig
+
+    kwargs: dict[str, Any] = {}
+    if not config.lora_vision:
+        kwargs["exclude_modules"] = VISION_MODULES
+    if config.lora_experts:
+        names = {n for n, _ in model.named_parameters()} if model is not None else set()
+        present = [p for p in EXPERT_PARAMETERS if any(n.endswith(p) for n in names)] if names else list(EXPERT_PARAMETERS)
+        if not present:
+            raise ValueError("lora_experts: the model has no fused expert parameters (a dense model?)")
+        kwargs["target_parameters"] = present
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=config.lora_target_modules, task_type="CAUSAL_LM", **kwargs)
+
+
+def episode_dataset(config: TrainConfig):
+    """One row per GRPO group: subject (cycled in a seeded order), render seed, turn-1 prompt."""
+    from datasets import Dataset
+
+    rng = random.Random(f"subjects\x00{config.seed}")
+    order: list[str] = []
+    rows = []
+    for position in range(config.steps * config.prompts_per_step):
+        if not order:
+            order = list(config.subjects)
+            rng.shuffle(order)
+        subject = order.pop()
+        rows.append({
+            "prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking),
+            "subject": subject,
+            "seed": config.seed * 1_000_003 + position,
+        })
+    return Dataset.from_list(rows)
+
+
+def report_to(config: TrainConfig) -> str | list[str]:
+    if config.report_to != "auto":
+        return config.report_to
+    import importlib.util
+
+    # find_spec, not import: trackio reads TRACKIO_DIR when imported, and grpo_args sets it.
+    return "trackio" if importlib.util.find_spec("trackio") is not None else "none"
+
+
+def grpo_args(config: TrainConfig, store: RunStore):
+    from trl import GRPOConfig
+
+    gpu = has_gpu()
+    episodes = config.episodes_per_step
+    micro = config.micro_batch_size or episodes
+    bf16 = gpu if config.bf16 is None else config.bf16
+    checkpointing = gpu if config.gradient_checkpointing is None else config.gradient_checkpointing
+    if config.report_to == "auto" and report_to(config) == "trackio":
+        # trackio keeps its database under the run directory, not in the user's home.
+        os.environ.setdefault("TRACKIO_DIR", str(store.root / "trackio"))
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(store.checkpoints_dir),
+        run_name=config.name,
+        project="watercolour",
+        max_steps=config.steps,
+        num_generations=config.num_generations,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=episodes // micro,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler_type,
+        warmup_steps=config.warmup_steps,
+        scale_rewards=config.scale_rewards,
+        beta=config.beta,
+        max_grad_norm=config.max_grad_norm,
+        bf16=bf16,
+        gradient_checkpointing=checkpointing,
+        router_aux_loss_coef=config.router_aux_loss_coef,
+        chat_template_kwargs={"enable_thinking": config.enable_thinking},
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        report_to=report_to(config),
+        seed=config.seed,
+        data_seed=config.seed,
+        use_cpu=not gpu,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        log_completions=False,
+        disable_tqdm=False,
+        use_vllm=config.use_vllm,
+    )
+    if config.use_vllm:
+        kwargs.update(vllm_mode=config.vllm_mode, vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization)
+    return GRPOConfig(**kwargs)
+
+
+def build_scorer(config: TrainConfig):
+    from rewards.commands import build_scorer as build_reward_scorer
+    from rewards.pool import ReferencePool
+
+    pool = ReferencePool.load(config.pool)
+    args = SimpleNamespace(preset=config.reward_preset, hps_url=config.hps_url, judge_url=config.judge_url,
+                           judge_model=config.judge_model)
+    return build_reward_scorer(args, pool)
+
+
+def load_model(config: TrainConfig):
+    from multiturn_trainer.tiny_model import load_policy
+
+    dtype = None if config.dtype == "auto" and not has_gpu() else ("bfloat16" if config.dtype == "auto" else config.dtype)
+    model, processor = load_policy(ensure_model(config), dtype=dtype, device="cuda" if has_gpu() else None)
+    if config.attn_implementation:
+        model.set_attn_implementation(config.attn_implementation)
+    return model, processor
+
+
+def prepare_run(config: TrainConfig) -> tuple[RunStore, Path | None]:
+    """The run directory, and the checkpoint to resume from (truncating later episodes)."""
+    store = RunStore(config.output_dir, config.name)
+    checkpoint = None
+    if config.resume:
+        checkpoint = store.latest_checkpoint()
+        step = checkpoint_step(checkpoint) if checkpoint else 0
+        dropped = store.truncate_after(step)
+        where = f"checkpoint step {step}" if checkpoint else "the start (no checkpoint yet)"
+        print(f"resume: continuing {store.root} from {where}; {dropped} episodes of unfinished steps removed")
+    elif store.read_episodes():
+        raise SystemExit(f"watercolour train: {store.root} already holds a run; pass --resume to continue it "
+                         "or choose another --output-dir")
+    store.write_config(config.to_yaml())
+    return store, checkpoint
+
+
+def build_trainer(config: TrainConfig, store: RunStore, environments=None, scorer=None):
+    from multiturn_trainer.callbacks import RunCallback
+    from multiturn_trainer.environments import make_environments
+    from multiturn_trainer.grpo import MultiTurnGRPOTrainer, check_trl_pin
+
+    check_trl_pin()
+    model, processor = load_model(config)
+    trainer = MultiTurnGRPOTrainer(
+        model=model,
+        args=grpo_args(config, store),
+        train_dataset=episode_dataset(config),
+        processing_class=processor,
+        peft_config=peft_config(config, model),
+        run_config=config,
+        environments=environments or make_environments(config),
+        scorer=scorer or build_scorer(config),
+        store=store,
+    )
+    RunCallback.install(trainer)
+    return trainer
+
+
+def train(config: TrainConfig, environments=None, scorer=None) -> TrainSummary:
+    store, checkpoint = prepare_run(config)
+    trainer = build_trainer(config, store, environments, scorer)
+    started = time.perf_counter()
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        adapter = store.root / "adapter"
+        trainer.save_model(str(adapter))
+    finally:
+        trainer.painting_envs.close()
+    summary = summarise(store, adapter)
+    print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
+          f"run directory {store.root}")
+    if config.push_to_hub:
+        push_adapter(trainer, config.push_to_hub, adapter)
+    return summary
+
+
+def summarise(store: RunStore, adapter: Path | None = None) -> TrainSummary:
+    episodes = store.read_episodes()
+    steps = sorted({e["step"] for e in episodes})
+    third = max(1, len(steps) // 3)
+
+    def mean_reward(chosen: set[int]) -> float | None:
+        values = [e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None]
+        return sum(values) / len(values) if values else None
+
+    gains = [e["turns"][-1]["reward"] - e["turns"][0]["reward"] for e in episodes
+             if e["turns"] and e["turns"][0].get("reward") is not None and e["turns"][-1].get("reward") is not None]
+    gallery = store.write_gallery() if episodes else None
+    return TrainSummary(
+        run_dir=store.root,
+        steps=len(steps),
+        episodes=len(episodes),
+        reward_first_third=mean_reward(set(steps[:third])),
+        reward_last_third=mean_reward(set(steps[-third:])),
+        turn_gain=sum(gains) / len(gains) if gains else None,
+        gallery=gallery,
+        adapter=adapter,
+    )
+
+
+class PushError(SystemExit):
+    pass
+
+
+def push_adapter(trainer, repo_id: str, adapter: Path) -> None:
+    """Push the saved adapter; an unreachable Hub is a clear message, not a traceback."""
+    try:
+        trainer.model.push_to_hub(repo_id, private=True)
+        trainer.processing_class.push_to_hub(repo_id, private=True)
+    except Exception as exc:  # noqa: BLE001 - every failure here has the same remedy
+        raise PushError(
+            f"watercolour train: could not push the adapter to the Hub repo {repo_id!r} "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}). "
+            f"Is this machine offline or not logged in (`hf auth login`)? The adapter is saved in {adapter}; "
+            f"push it later with `hf upload {repo_id} {adapter}`."
+        ) from None
+    print(f"train: pushed the adapter to https://huggingface.co/{repo_id}")
+
+
+def cmd_train(args, extra: list[str]) -> int:
+    from multiturn_trainer.config import config_from_args
+
+    try:
+        config = config_from_args(args, extra)
+    except ValueError as exc:
+        raise SystemExit(f"watercolour train: {exc}") from None
+    train(config)
+    return 0
