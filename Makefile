@@ -28,7 +28,7 @@ test: setup
 	$(PY) -m pytest -q
 
 demo: setup
-	$(PY) -m watercolour.cli demo --out-dir out/demo
+	$(PY) -m watercolour.cli demo
 
 bench: setup
 	$(PY) -m watercolour.cli bench render

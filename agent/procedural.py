@@ -253,10 +253,15 @@ class Painter:
         body = self.body
         if max_sections is not None:
             starts = [i for i, line in enumerate(body) if line.startswith("  // ")]
+            # A compact sketch skips the paper wash: it is nearly paper-coloured (under the
+            # gate's pigment threshold), so it would spend the few layers on nothing visible.
+            if body and body[0] == "  // background wash" and len(starts) > 1:
+                body = body[starts[1]:]
+                starts = [i - starts[1] for i in starts[1:]]
             if len(starts) > max_sections:
                 body = body[:starts[max_sections]]
-                while body and not body[-1].strip():
-                    body = body[:-1]
+            while body and not body[-1].strip():
+                body = body[:-1]
         lines = [
             f"// {title}: layered watercolour washes, large shapes first and small accents last.",
             "async function setup() {",
@@ -963,8 +968,8 @@ SUBJECTS: tuple[str, ...] = tuple(_COMPOSERS)
 def generate_sketch(subject: str, seed: int, max_sections: int | None = None) -> str:
     """A valid sketch of ``subject`` (one of SUBJECTS); the same (subject, seed) gives the same code.
 
-    ``max_sections`` keeps only the first layers (background washes first): a compact sketch
-    a tiny model can learn in minutes on a CPU.
+    ``max_sections`` keeps only the first layers after the paper wash (the big masses first):
+    a compact sketch a tiny model can learn in minutes on a CPU.
     """
     if subject not in _COMPOSERS:
         raise ValueError(f"no procedural composition for {subject!r}; choose one of {list(SUBJECTS)}")

@@ -14,7 +14,7 @@ from env.contact_sheet import SheetItem, contact_sheet
 from env.contract import SketchContract
 from env.core import SketchOutcome, evaluate_reply
 from env.pigment import load_rgb
-from env.renderer import DEFAULT_BACKEND, WARM_UP_SKETCH, RendererPool
+from env.renderer import WARM_UP_SKETCH, RendererPool
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_SKETCHES = PROJECT_ROOT / "examples" / "sketches"
@@ -168,23 +168,3 @@ def cmd_bench_render(args) -> int:
     determinism = f" deterministic={sum(deterministic)}/{len(deterministic)}" if args.repeats > 1 else ""
     print(f"bench: backend={args.backend} speedup={total_ref / total_fast:.2f}x mean_abs_diff={mean_diff:.3f}/255{determinism}")
     return 0
-
-
-def cmd_render_demo(args) -> int:
-    """The demo until the trainer lands: render the example sketches into a contact sheet."""
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = example_sketches()
-    print(f"demo: rendering {len(files)} example sketches with the '{DEFAULT_BACKEND}' backend...", flush=True)
-    outcomes = asyncio.run(render_files(files, args.seed, DEFAULT_BACKEND, 120.0))
-    items = []
-    for path, outcome in zip(files, outcomes):
-        if outcome.png:
-            (out_dir / f"{path.stem}.png").write_bytes(outcome.png)
-        items.append(SheetItem(path.stem, outcome.png, f"paint {outcome.paint_fraction:.2f} · {outcome.render_ms / 1000:.1f}s"
-                               if outcome.passed else ",".join(outcome.violations)))
-        print(f"  {path.stem:<20} passed={outcome.passed} paint={outcome.paint_fraction:.3f} {outcome.render_ms} ms")
-    sheet = out_dir / "contact_sheet.png"
-    sheet.write_bytes(contact_sheet(items, title="watercolour examples"))
-    print(f"demo: rendered={sum(o.passed for o in outcomes)}/{len(outcomes)} contact_sheet={sheet}")
-    return 0 if all(o.passed for o in outcomes) else 1

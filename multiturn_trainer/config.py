@@ -27,6 +27,8 @@ class TrainConfig:
     """A local checkpoint folder or a Hub id, loaded with AutoModelForImageTextToText/AutoProcessor."""
     tiny_model: str | None = None
     """"dense" or "moe": build the tiny offline model at ``model`` first when the folder is missing."""
+    tiny_warm_start_steps: int = 0
+    """With tiny_model: SFT steps on compact procedural sketches before saving it (0 = untrained)."""
     dtype: str = "auto"
     """"auto" = the checkpoint's own dtype on CPU, bfloat16 on a GPU."""
     attn_implementation: str | None = None
@@ -221,7 +223,9 @@ def add_parser(sub) -> None:
     sft.add_argument("--out", required=True, metavar="DIR", help="where the fine-tuned model is saved")
     sft.add_argument("--source", default="procedural",
                      help="'procedural' (built-in generator), 'compact' (short procedural sketches) or a pool folder")
-    sft.add_argument("--examples", type=int, default=64)
+    sft.add_argument("--examples", type=int, default=64, help="first-turn examples")
+    sft.add_argument("--revisions", type=int, default=0,
+                     help="two-turn revision examples (rendered with the real renderer; procedural sources only)")
     sft.add_argument("--epochs", type=float, default=1.0)
     sft.add_argument("--learning-rate", type=float, default=2e-3)
     sft.add_argument("--batch-size", type=int, default=4)

@@ -87,6 +87,8 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         self.store = store
         self._episode_rows: list[dict[str, Any]] = []
         self._episode_batch: EpisodeBatch | None = None
+        self.last_episode_batch: EpisodeBatch | None = None
+        self._last_step_metrics: dict[str, Any] = {}
         self._step_started = time.perf_counter()
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
 
@@ -191,6 +193,7 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         self._drop_unscored(output, batch)
         self._attach_images(output, batch)
         self._record(batch)
+        self.last_episode_batch = batch  # kept for inspection (tests, debugging)
         self._episode_rows, self._episode_batch = [], None
         return output
 
@@ -241,9 +244,13 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         step = self.state.global_step + 1
         cfg = self.run_config
         generations = cfg.num_generations
+        # With several processes (accelerate launch) each generates its own groups; number
+        # them globally so episode ids stay unique across the run directory.
+        group_offset = self.accelerator.process_index * (len(batch.rows) // generations)
         records = []
         for i, row in enumerate(batch.rows):
             group, index = divmod(i, generations)
+            group += group_offset
             turns = []
             for position, observation in enumerate(batch.observations[i]):
                 turn = position + 1
@@ -283,7 +290,7 @@ class MultiTurnGRPOTrainer(_trainer_base()):
                 "preset": self.scorer.mix.name,
             })
         self.store.append_episodes(records)
-        self.store.write_step_sheet(step, records)
+        self.store.write_step_sheet(step, records, part=self.accelerator.process_index)
         metrics = step_metrics(records, cfg.turns, generations, batch.timings)
         for name, value in metrics.items():
             if value is not None and not (isinstance(value, float) and math.isnan(value)):

@@ -1,29 +1,43 @@
 """`watercolour sft`: supervised warm start on sketch sources, so a small policy paints at all.
 
-The loss covers only the completion (the fenced sketch and the end-of-turn token); the prompt
-is tokenized exactly as the GRPO trainer tokenizes turn 1 (the processor's chat template with
-the generation prompt), so the warm start and the policy's first turn agree token for token.
-Large models train a LoRA that is merged before saving; the result is an ordinary checkpoint
-folder for ``train --model``.
+Two kinds of example:
+
+* **first turn**: the turn-1 prompt, then a fenced sketch;
+* **revision** (``revisions > 0``): the turn-1 prompt, a sketch, the environment's real reply
+  to it (the rendered painting as an image plus the feedback text), then a revised sketch
+  with one more layer. The painting is rendered by the real renderer, so the warm start
+  shows the model the same kind of turn-2 context GRPO will.
+
+Token layout is built exactly as the GRPO trainer builds episodes (the chat template's turn-1
+prompt, the completion, ``episodes.environment_turn`` for the user turn), so the warm start
+and the policy's episodes agree token for token. The loss covers the policy's sketches and
+end-of-turn tokens only. Large models train a LoRA that is merged before saving; the result
+is an ordinary checkpoint folder for ``train --model``.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from agent.messages import first_turn_messages
-from agent.procedural import sft_examples
+from agent.messages import append_turn, first_turn_messages
+from agent.procedural import SUBJECTS, generate_sketch, sft_examples
+from multiturn_trainer.episodes import environment_turn
 
-# Three layers (background washes, then the main masses) is a sketch of ~1.2k characters:
-# the 0.5M-parameter tiny model learns it in a few hundred steps on 2 CPU cores, the full
-# compositions (3-8k characters) it does not.
+# Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d on the 14
+# subjects: 2 layers (~1.0k characters) pass the pigment gate 8/14 times, 3 layers (~1.4k)
+# 14/14. The 0.5M-parameter tiny model learns sketches this size in a few hundred steps on
+# 2 cores; the full compositions (3-8k characters) it does not learn at all in that time.
 COMPACT_SECTIONS = 3
+# Revisions go from 2 layers to 3: "add the missing layer" is a refinement the tiny model can
+# learn, and the turn-1 painting it sees is often too faint to pass, as the feedback says.
+REVISION_SECTIONS = (2, 3)
+TEMPLATE_KWARGS = {"enable_thinking": False}
 
 
 @dataclass
@@ -32,6 +46,14 @@ class SftResult:
     steps: int
     first_loss: float
     last_loss: float
+
+
+@dataclass
+class Encoded:
+    ids: list[int]
+    labels: list[int]
+    pixel_values: list[torch.Tensor] = field(default_factory=list)
+    image_grid_thw: list[torch.Tensor] = field(default_factory=list)
 
 
 def load_examples(source: str, n: int, seed: int) -> list[dict[str, Any]]:
@@ -54,15 +76,55 @@ def load_examples(source: str, n: int, seed: int) -> list[dict[str, Any]]:
     return [rows[rng.randrange(len(rows))] for _ in range(n)] if n > len(rows) else rows[:n]
 
 
-def tokenize_example(processor, example: dict[str, Any], enable_thinking: bool = False) -> tuple[list[int], list[int]]:
-    prompt = processor.apply_chat_template(
-        example["prompt_messages"], add_generation_prompt=True, tokenize=True, return_dict=True,
-        enable_thinking=enable_thinking,
-    )["input_ids"][0]
-    prompt = list(prompt)
-    completion = processor.tokenizer(example["completion"], add_special_tokens=False)["input_ids"]
-    completion = list(completion) + [processor.tokenizer.eos_token_id]
-    return prompt + completion, [-100] * len(prompt) + completion
+def revision_examples(n: int, seed: int, evaluator) -> list[dict[str, Any]]:
+    """Two-turn examples: a 2-layer sketch, its real painting and feedback, then the 3-layer one."""
+    from env.feedback import feedback_text
+
+    rng = random.Random(f"revisions\x00{seed}")
+    plans = [(rng.choice(SUBJECTS), rng.randrange(2**31)) for _ in range(n)]
+    first, second = REVISION_SECTIONS
+    drafts = [f"```js\n{generate_sketch(subject, s, first)}```" for subject, s in plans]
+    outcomes = evaluator.evaluate_many(drafts, [s for _, s in plans])
+    examples = []
+    for (subject, sketch_seed), draft, outcome in zip(plans, drafts, outcomes):
+        if outcome.infrastructure_failed:
+            continue
+        messages = append_turn(first_turn_messages(subject), draft, outcome.png,
+                               feedback_text(outcome, 1, 1), turn=2, turns=2)
+        examples.append({
+            "subject": subject,
+            "prompt_messages": messages[:2],
+            "draft": draft,
+            "environment": messages[-1]["content"],
+            "completion": f"```js\n{generate_sketch(subject, sketch_seed, second)}```",
+        })
+    return examples
+
+
+def _reply_ids(processor, text: str) -> list[int]:
+    return list(processor.tokenizer(text, add_special_tokens=False)["input_ids"]) + [processor.tokenizer.eos_token_id]
+
+
+def tokenize_example(processor, example: dict[str, Any]) -> Encoded:
+    prompt = list(processor.apply_chat_template(
+        example["prompt_messages"], add_generation_prompt=True, tokenize=True, return_dict=True, **TEMPLATE_KWARGS,
+    )["input_ids"][0])
+    ids, labels = list(prompt), [-100] * len(prompt)
+    encoded = Encoded(ids, labels)
+    if "draft" in example:
+        draft = _reply_ids(processor, example["draft"])
+        ids += draft
+        labels += draft
+        turn = environment_turn(processor, example["environment"], True, TEMPLATE_KWARGS)
+        ids += turn.ids
+        labels += [-100] * len(turn.ids)
+        if turn.pixel_values is not None:
+            encoded.pixel_values.append(turn.pixel_values)
+            encoded.image_grid_thw.append(turn.image_grid_thw)
+    completion = _reply_ids(processor, example["completion"])
+    ids += completion
+    labels += completion
+    return encoded
 
 
 def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]], *, epochs: float = 1.0,
@@ -83,10 +145,13 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     steps = max(1, round(len(encoded) * epochs / batch_size))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate,
                                   weight_decay=0.0)
+    # Ten warm-up steps, then linear decay to a tenth.
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
     rng = random.Random(seed)
     order: list[int] = []
     pad = processor.tokenizer.pad_token_id
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    device = next(model.parameters()).device
     losses = []
     bar = tqdm(range(steps), desc="sft", disable=quiet)
     for _ in bar:
@@ -96,12 +161,19 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
                 order = list(range(len(encoded)))
                 rng.shuffle(order)
             batch.append(encoded[order.pop()])
-        width = max(len(ids) for ids, _ in batch)
-        input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in batch])
-        labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
-        attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in batch])
-        device = next(model.parameters()).device
-        loss = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), labels=labels.to(device)).loss
+        width = max(len(e.ids) for e in batch)
+        input_ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in batch])
+        inputs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "labels": torch.tensor([e.labels + [-100] * (width - len(e.labels)) for e in batch]),
+            "attention_mask": torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch]),
+        }
+        pixel_values = [p for e in batch for p in e.pixel_values]
+        if pixel_values:
+            inputs["pixel_values"] = torch.cat(pixel_values)
+            inputs["image_grid_thw"] = torch.cat([g for e in batch for g in e.image_grid_thw])
+            inputs["mm_token_type_ids"] = (input_ids == image_pad).long()
+        loss = model(**{k: v.to(device) for k, v in inputs.items()}).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -117,14 +189,58 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=sum(losses[-5:]) / len(losses[-5:]))
 
 
+def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
+                        backend: str | None = None) -> list[dict[str, Any]]:
+    """First-turn examples from ``source`` plus revision examples rendered by a real evaluator."""
+    examples = load_examples(source, n_first, seed)
+    if n_revisions:
+        from env.core import SketchEvaluator
+
+        kwargs = {"backend": backend} if backend else {}
+        with SketchEvaluator(deadline_s=90, **kwargs) as evaluator:
+            examples += revision_examples(n_revisions, seed, evaluator)
+    return examples
+
+
+def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float = 4e-3,
+                    batch_size: int = 4, revisions: int = 32, backend: str | None = "llvmpipe-sw2d") -> SftResult:
+    """Build the tiny model and fine-tune it on compact procedural sketches (+ revisions).
+
+    Written to a sibling folder first and renamed at the end, so an interrupted warm start
+    never leaves a half-trained model where ``train`` would load it.
+    """
+    import shutil
+    import tempfile
+
+    from multiturn_trainer.tiny_model import build_tiny_model
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
+        base = build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
+        examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed, backend)
+        epochs = steps * batch_size / len(examples)
+        result = run_sft(str(base), Path(scratch) / "tuned", examples, epochs=epochs, learning_rate=learning_rate,
+                         batch_size=batch_size, seed=seed)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        (Path(scratch) / "tuned").rename(out_dir)
+    result.out_dir = out_dir
+    print(f"sft: warm start of the tiny {kind} model: {result.steps} steps, loss {result.first_loss:.2f} -> "
+          f"{result.last_loss:.2f}; saved {out_dir}")
+    return result
+
+
 def cmd_sft(args) -> int:
-    from multiturn_trainer.train import ensure_model
     from multiturn_trainer.config import TrainConfig
+    from multiturn_trainer.train import ensure_model
 
     ensure_model(TrainConfig(model=args.model, tiny_model=args.tiny_model, seed=args.seed))
-    if not Path(args.model, "config.json").is_file() and not args.tiny_model and Path(args.model).exists():
-        raise SystemExit(f"watercolour sft: {args.model} is not a model folder (no config.json)")
-    examples = load_examples(args.source, args.examples, args.seed)
+    if not Path(args.model, "config.json").is_file():
+        raise SystemExit(f"watercolour sft: {args.model} is not a model folder (no config.json); "
+                         "pass --tiny-model dense to build the tiny one there")
+    revisions = args.revisions if args.source in ("procedural", "compact") else 0
+    examples = warm_start_examples(args.source, args.examples, revisions, args.seed)
     result = run_sft(args.model, args.out, examples, epochs=args.epochs, learning_rate=args.learning_rate,
                      batch_size=args.batch_size, lora=args.lora, seed=args.seed)
     print(f"sft: {result.steps} steps, loss {result.first_loss:.3f} -> {result.last_loss:.3f}; saved {result.out_dir}")

@@ -68,7 +68,7 @@ class RunStore:
     def append_metrics(self, record: dict[str, Any]) -> None:
         _append_lines(self.metrics_path, [record])
 
-    def write_step_sheet(self, step: int, records: list[dict[str, Any]]) -> Path:
+    def write_step_sheet(self, step: int, records: list[dict[str, Any]], part: int = 0) -> Path:
         """One row per episode, one column per turn, captioned with the reward."""
         items = []
         turns = max((len(r["turns"]) for r in records), default=1)
@@ -80,7 +80,7 @@ class RunStore:
                 last = position == len(record["turns"]) - 1
                 sub = f"reward {_fmt(record['reward'])}" if last else f"turn reward {_fmt(turn.get('reward') if turn else None)}"
                 items.append(SheetItem(caption=caption, png=png, subcaption=sub))
-        path = self.step_dir(step) / "contact_sheet.png"
+        path = self.step_dir(step) / ("contact_sheet.png" if part == 0 else f"contact_sheet-{part}.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(contact_sheet(items, columns=turns, title=f"{self.run} step {step}"))
         return path

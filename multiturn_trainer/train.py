@@ -43,7 +43,12 @@ def ensure_model(config: TrainConfig) -> str:
     if config.tiny_model and not (path / "config.json").is_file():
         from multiturn_trainer.tiny_model import build_tiny_model
 
-        build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+        if config.tiny_warm_start_steps <= 0:
+            build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+        else:
+            from multiturn_trainer.sft import warm_start_tiny
+
+            warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed)
     return config.model
 
 
@@ -182,13 +187,14 @@ def prepare_run(config: TrainConfig) -> tuple[RunStore, Path | None]:
     return store, checkpoint
 
 
-def build_trainer(config: TrainConfig, store: RunStore, environments=None, scorer=None):
+def build_trainer(config: TrainConfig, store: RunStore, environments=None, scorer=None, policy=None):
+    """``policy``: an already-loaded (model, processor), e.g. random-weight shapes for the GPU check."""
     from multiturn_trainer.callbacks import RunCallback
     from multiturn_trainer.environments import make_environments
     from multiturn_trainer.grpo import MultiTurnGRPOTrainer, check_trl_pin
 
     check_trl_pin()
-    model, processor = load_model(config)
+    model, processor = policy if policy is not None else load_model(config)
     trainer = MultiTurnGRPOTrainer(
         model=model,
         args=grpo_args(config, store),
@@ -204,9 +210,9 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
     return trainer
 
 
-def train(config: TrainConfig, environments=None, scorer=None) -> TrainSummary:
+def train(config: TrainConfig, environments=None, scorer=None, policy=None) -> TrainSummary:
     store, checkpoint = prepare_run(config)
-    trainer = build_trainer(config, store, environments, scorer)
+    trainer = build_trainer(config, store, environments, scorer, policy)
     started = time.perf_counter()
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -273,4 +279,29 @@ def cmd_train(args, extra: list[str]) -> int:
     except ValueError as exc:
         raise SystemExit(f"watercolour train: {exc}") from None
     train(config)
+    return 0
+
+
+def demo_line(summary: TrainSummary) -> str:
+    """The line ARCHITECTURE.md fixes for `make demo`."""
+
+    def number(value: float | None, sign: str = "") -> str:
+        return "nan" if value is None else format(value, f"{sign}.3f")
+
+    return (f"demo: steps={summary.steps} reward_first_third={number(summary.reward_first_third)} "
+            f"reward_last_third={number(summary.reward_last_third)} turn_gain={number(summary.turn_gain, '+')} "
+            f"gallery={summary.gallery}")
+
+
+def cmd_demo(args, extra: list[str]) -> int:
+    """A fresh demo run every time (the warm-started tiny model is cached between runs)."""
+    import shutil
+
+    from multiturn_trainer.config import load_config, parse_overrides
+
+    config = load_config(args.config, parse_overrides(extra))
+    if Path(config.output_dir).exists():
+        shutil.rmtree(config.output_dir)
+    summary = train(config)
+    print(demo_line(summary), flush=True)
     return 0

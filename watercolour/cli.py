@@ -50,9 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train_parsers(sub)
 
-    demo = sub.add_parser("demo", help="the embedded default job (see README)")
-    demo.add_argument("--out-dir", default="out/demo")
-    demo.add_argument("--seed", type=int, default=1)
+    demo = sub.add_parser("demo", help="the embedded default: tiny model, warm start, multi-turn GRPO on CPU")
+    demo.add_argument("--config", default="configs/demo.yaml")
     return parser
 
 
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "train":
+    if extra and args.command not in ("train", "demo"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "render":
         from env.commands import cmd_render
@@ -104,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return cmd_sft(args)
     if args.command == "demo":
-        from env.commands import cmd_render_demo
+        from multiturn_trainer.train import cmd_demo
 
-        return cmd_render_demo(args)
+        return cmd_demo(args, extra)
     raise AssertionError(f"unhandled command {args.command}")
 
 

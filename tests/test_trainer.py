@@ -1,0 +1,410 @@
+"""The multi-turn GRPO trainer on tiny Qwen3.5 models (dense and MoE), real renders, real rewards.
+
+The tiny models paint only after a warm start, so each module-scoped ``policy`` is the tiny
+model fine-tuned (``run_sft``, the product's SFT) on a handful of small sketches: enough that
+its sampled sketches render, so turn >= 2 prompts carry real paintings.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from PIL import Image
+
+from conftest import ROOT, SMALL_SKETCH, running_server
+from env.server import create_app
+from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
+from multiturn_trainer.environments import InProcessEnvironments, RemoteEnvironments
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
+from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
+from multiturn_trainer.sft import run_sft, tokenize_example
+from multiturn_trainer.store import RunStore
+from multiturn_trainer.tiny_model import build_tiny_model, load_policy
+from multiturn_trainer.train import PushError, build_scorer, build_trainer, prepare_run, push_adapter, train
+from agent.messages import first_turn_messages
+
+SUBJECTS = ["a red apple", "a blue pond"]
+
+
+def sketch_variant(rng: random.Random) -> str:
+    colours = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e"]
+    first, second = rng.sample(colours, 2)
+    return (SMALL_SKETCH.replace("#d6362b", first).replace("#2b6cb0", second)
+            .replace("130, 120, 35", f"{rng.randrange(100, 160)}, {rng.randrange(90, 150)}, {rng.randrange(25, 45)}"))
+
+
+def warm_start(tmp_path_factory, kind: str) -> Path:
+    base = build_tiny_model(tmp_path_factory.mktemp(f"tiny-{kind}"), kind=kind, seed=0)
+    rng = random.Random(kind)
+    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
+                for s in SUBJECTS for _ in range(4)]
+    out = tmp_path_factory.mktemp(f"policy-{kind}")
+    result = run_sft(str(base), out, examples, epochs=6, learning_rate=5e-3, batch_size=4, quiet=True)
+    assert result.last_loss < result.first_loss / 3
+    return out
+
+
+@pytest.fixture(scope="module")
+def dense_policy(tmp_path_factory):
+    return warm_start(tmp_path_factory, "dense")
+
+
+@pytest.fixture(scope="module")
+def moe_policy(tmp_path_factory):
+    return warm_start(tmp_path_factory, "moe")
+
+
+@pytest.fixture(scope="module")
+def environments(evaluator):
+    return InProcessEnvironments(evaluator=evaluator, deadline_s=60)
+
+
+def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
+    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=220,
+                  steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
+                  output_dir=str(out), report_to="none", seed=3)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def run_one_step(config: TrainConfig, environments):
+    """Build the trainer and run one generation + loss step by hand, keeping the internals visible."""
+    store, _ = prepare_run(config)
+    trainer = build_trainer(config, store, environments=environments)
+    trainer.model.train()
+    rows = [dict(row) for row in trainer.train_dataset.select(range(1)) for _ in range(config.num_generations)]
+    output = trainer._generate_and_score_completions(rows)
+    return trainer, store, output
+
+
+# --- the pin and the config ------------------------------------------------------------------
+
+
+def test_trl_is_pinned_to_the_version_whose_internals_we_override():
+    import trl
+
+    check_trl_pin()
+    assert trl.__version__ == TRL_PIN
+    assert f'"trl=={TRL_PIN}"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_config_loads_presets_and_command_line_overrides(tmp_path):
+    smoke = load_config(ROOT / "configs" / "smoke.yaml")
+    assert smoke.reward_preset == "style-offline" and smoke.tiny_model == "dense"
+    overrides = parse_overrides(["--steps", "3", "--turns=1", "--output-dir", str(tmp_path), "--enable-thinking",
+                                 "--subjects", "a pear, a plum", "--micro-batch-size", "none"])
+    config = load_config(ROOT / "configs" / "smoke.yaml", overrides)
+    assert (config.steps, config.turns, config.output_dir) == (3, 1, str(tmp_path))
+    assert config.enable_thinking is True and config.subjects == ["a pear", "a plum"]
+    assert config.micro_batch_size is None
+    with pytest.raises(ValueError, match="unknown option --stepz"):
+        parse_overrides(["--stepz", "3"])
+    with pytest.raises(ValueError, match="turns must be >= 1"):
+        load_config(None, {"turns": "0"})
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        TrainConfig(num_generations=4, micro_batch_size=3)
+    for preset in ("smoke", "demo", "qwen3.5-35b-a3b", "qwen3.5-4b", "qwen3.5-4b-single-turn"):
+        loaded = load_config(ROOT / "configs" / f"{preset}.yaml")
+        assert loaded.steps >= 1
+
+
+def test_model_presets_follow_the_public_recipe():
+    big = load_config(ROOT / "configs" / "qwen3.5-35b-a3b.yaml")
+    assert big.model == "Qwen/Qwen3.5-35B-A3B"
+    assert (big.learning_rate, big.lr_scheduler_type, big.warmup_steps, big.scale_rewards) == (
+        5e-5, "constant_with_warmup", 5, "none")
+    assert (big.num_generations, big.top_p, big.top_k, big.steps, big.lora_target_modules) == (8, 0.95, 20, 110, "all-linear")
+    assert big.lora_vision is False
+    small = load_config(ROOT / "configs" / "qwen3.5-4b.yaml")
+    assert small.model == "Qwen/Qwen3.5-4B"
+    single = load_config(ROOT / "configs" / "qwen3.5-4b-single-turn.yaml")
+    assert single.turns == 1
+
+
+# --- episode tokens ------------------------------------------------------------------------------
+
+
+def test_environment_turn_tokens_carry_the_painting_and_close_a_truncated_turn(dense_policy):
+    _, processor = load_policy(dense_policy)
+    painting = Image.new("RGB", (600, 600), (200, 60, 50))
+    content = [{"type": "text", "text": "Your painting from turn 1:"}, {"type": "image", "image": painting},
+               {"type": "text", "text": "Turn 1 of 2: your sketch passed the gate."}]
+    ended = environment_turn(processor, content, True, {"enable_thinking": False})
+    text = processor.tokenizer.decode(ended.ids)
+    assert text.startswith("\n<|im_start|>user\nYour painting from turn 1:<|vision_start|>")
+    assert text.endswith("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert ended.ids.count(pad) == int(ended.image_grid_thw.prod()) // 4 > 0
+    cut = environment_turn(processor, content, False, {"enable_thinking": False})
+    assert processor.tokenizer.decode(cut.ids).startswith("<|im_end|>\n<|im_start|>user")
+
+    episode = EpisodeTokens([1, 2, 3])
+    episode.add_policy([4, 5])
+    episode.add_environment(ended)
+    episode.add_policy([6])
+    assert episode.env_mask == [1, 1] + [0] * len(ended.ids) + [1]
+    fields = generation_fields([episode], pad)
+    assert sum(fields["mm_token_type_ids"][0]) == ended.ids.count(pad)
+    batch = torch.tensor([episode.context()])
+    inputs = loss_image_inputs([episode], batch, pad)
+    assert inputs["num_images"] == [1] and inputs["mm_token_type_ids"].sum() == ended.ids.count(pad)
+    with pytest.raises(ValueError, match="image tokens"):
+        loss_image_inputs([episode], batch[:, :-3], pad)
+
+
+# --- one step end to end ------------------------------------------------------------------------
+
+
+def _sequence_logps(model, ids: list[int], fields: dict, start: int, end: int) -> torch.Tensor:
+    """Log-probs of ids[start:end] given everything before, as a sampler with these inputs sees them."""
+    kwargs = {}
+    if fields:
+        kwargs = {"pixel_values": fields["pixel_values"], "image_grid_thw": fields["image_grid_thw"],
+                  "mm_token_type_ids": torch.tensor([fields["mm_token_type_ids"][0][:end]])}
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids[:end]]), **kwargs).logits[0].float()
+    logps = torch.log_softmax(logits[start - 1:end - 1], dim=-1)
+    return logps.gather(1, torch.tensor(ids[start:end]).unsqueeze(1)).squeeze(1)
+
+
+@pytest.mark.parametrize("kind,turns", [("dense", 2), ("dense", 3), ("moe", 2)])
+def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_only(
+        kind, turns, dense_policy, moe_policy, environments, tmp_path):
+    policy = dense_policy if kind == "dense" else moe_policy
+    config = tiny_config(policy, tmp_path / "run", turns=turns, lora_experts=kind == "moe")
+    trainer, store, output = run_one_step(config, environments)
+    [record_a, record_b] = store.read_episodes()
+    for record in (record_a, record_b):
+        assert len(record["turns"]) == turns
+        assert [t["turn"] for t in record["turns"]] == list(range(1, turns + 1))
+    episodes = trainer.last_episode_batch.episodes
+    pad = trainer._image_pad_token_id
+    rendered = [[t["png"] is not None for t in r["turns"]] for r in (record_a, record_b)]
+    assert any(any(r[:-1]) for r in rendered), "the warm-started policy should paint in turn 1"
+    for episode, painted in zip(episodes, rendered):
+        # Every painting of turns 1..K-1 comes back as an image in the next user turn.
+        assert len(episode.images) == sum(painted[:-1])
+        ids = episode.completion_ids
+        image_positions = [i for i, t in enumerate(ids) if t == pad]
+        assert all(episode.env_mask[i] == 0 for i in image_positions)
+    # Environment tokens are masked out of the loss, the policy's are in it.
+    tool_mask = output["tool_mask"]
+    completion = output["completion_ids"]
+    assert ((completion == pad) & (tool_mask == 1)).sum() == 0
+    assert tool_mask.sum() < output["completion_mask"].sum()
+    # The paintings reach the loss pass: pixel values and one mm token per image feature.
+    assert "pixel_values" in output and output["num_images"] == [len(e.images) for e in episodes]
+    assert output["mm_token_type_ids"].sum() == sum(len([t for t in e.completion_ids if t == pad]) for e in episodes)
+    calls = []
+    hook = trainer.model.get_base_model().model.visual.register_forward_hook(lambda *a: calls.append(1))
+    loss = trainer.compute_loss(trainer.model, output)
+    hook.remove()
+    loss.backward()
+    assert torch.isfinite(loss) and calls, "the vision tower must run in the loss pass"
+    if kind == "moe":
+        assert trainer.aux_loss_enabled
+        assert any("experts" in n and "lora" in n for n, _ in trainer.model.named_parameters())
+
+    # Sampling and training see the same thing: the log-probs of turn k's tokens given the
+    # generation-time context (with its images) equal those of the single training pass.
+    model = trainer.model
+    model.eval()
+    prompt_len = output["prompt_mask"].shape[1]
+    full = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+    attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+    with torch.no_grad():
+        trained = trainer._get_per_token_logps_and_entropies(
+            model, full, attention, output["completion_ids"].shape[1], pixel_values=output["pixel_values"],
+            image_grid_thw=output["image_grid_thw"], num_images=output["num_images"],
+            mm_token_type_ids=output["mm_token_type_ids"])[0]
+    row = max(range(len(episodes)), key=lambda i: len(episodes[i].images))
+    episode = episodes[row]
+    ids = episode.context()
+    last_turn_start = len(episode.prompt_ids) + max(i for i, m in enumerate(episode.env_mask) if m == 0) + 1
+    sampled = _sequence_logps(model, ids, generation_fields([episode], pad), last_turn_start, len(ids))
+    pad_left = prompt_len - len(episode.prompt_ids)
+    offset = last_turn_start - len(episode.prompt_ids)
+    training = trained[row, offset:offset + len(sampled)]
+    assert torch.allclose(sampled, training, atol=1e-4), (sampled - training).abs().max()
+    assert pad_left >= 0
+
+
+def test_single_turn_baseline_runs_the_same_path_without_images(dense_policy, environments, tmp_path):
+    config = tiny_config(dense_policy, tmp_path / "run", turns=1)
+    trainer, store, output = run_one_step(config, environments)
+    records = store.read_episodes()
+    assert all(len(r["turns"]) == 1 for r in records)
+    assert "pixel_values" not in output
+    assert bool((output["tool_mask"] == 1).all())
+
+
+class FlakyStyle:
+    """The real style scorer, failing (as a crashed scorer does) for every other painting."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = 0
+
+    async def __call__(self, pngs, subjects):
+        scores = await self.inner(pngs, subjects)
+        self.calls += 1
+        return [None if i % 2 == 0 else s for i, s in enumerate(scores)]
+
+
+def test_unscorable_episodes_are_dropped_not_zeroed(dense_policy, environments, tmp_path):
+    config = tiny_config(dense_policy, tmp_path / "run", turns=1, num_generations=4)
+    store, _ = prepare_run(config)
+    scorer = build_scorer(config)
+    scorer.style = FlakyStyle(scorer.style)
+    trainer = build_trainer(config, store, environments=environments, scorer=scorer)
+    rows = [dict(row) for row in trainer.train_dataset.select(range(1)) for _ in range(4)]
+    output = trainer._generate_and_score_completions(rows)
+    records = store.read_episodes()
+    gated = [r for r in records if r["components"]["gate"] == 1.0]
+    for position, record in enumerate(records):
+        if record["reward"] is None:
+            assert output["advantages"][position] == 0
+            assert output["tool_mask"][position].sum() == 0
+    assert scorer.style.calls >= 1
+    if gated:
+        assert any(r["reward"] is None for r in records)
+    metrics = trainer._last_step_metrics
+    assert metrics["episode/dropped"] == sum(r["reward"] is None for r in records)
+
+
+# --- whole runs ------------------------------------------------------------------------------------
+
+
+def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_episodes(
+        dense_policy, environments, tmp_path):
+    out = tmp_path / "run"
+    config = tiny_config(dense_policy, out, steps=2, save_steps=1)
+    summary = train(config, environments=environments)
+    assert summary.steps == 2 and summary.episodes == 4
+    assert (out / "config.yaml").is_file() and load_config(out / "config.yaml").steps == 2
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    expected = {"run", "step", "group", "index", "subject", "seed", "turns", "reward", "components", "references", "weights"}
+    for record in records:
+        assert expected <= set(record)
+        assert set(record["components"]) >= {"gate", "length", "style"}
+        for turn in record["turns"]:
+            assert {"turn", "code", "png", "passed", "violations", "errors", "paint_fraction", "render_ms"} <= set(turn)
+            if turn["png"]:
+                assert (out / turn["png"]).read_bytes().startswith(b"\x89PNG")
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for key in ("loss", "episode/reward_mean", "components/gate/mean", "gate_pass_rate", "coverage", "turn_gain",
+                "time/generate", "time/render", "time/score", "time/train", "frac_reward_zero_std"):
+        assert key in metrics[0], key
+    for step in (1, 2):
+        assert (out / "checkpoints" / f"step-{step}" / "adapter_model.safetensors").is_file()
+        assert (out / "renders" / f"step-{step:05d}" / "contact_sheet.png").is_file()
+    assert (out / "adapter" / "adapter_model.safetensors").is_file() and summary.gallery.is_file()
+
+    # A kill after step 2's episodes were written but before its checkpoint: resume from step 1.
+    import shutil
+
+    shutil.rmtree(out / "checkpoints" / "step-2")
+    resumed = train(tiny_config(dense_policy, out, steps=3, save_steps=1, resume=True), environments=environments)
+    records = RunStore(out, "run").read_episodes()
+    assert sorted(r["step"] for r in records) == [1, 1, 2, 2, 3, 3]
+    assert len({r["episode_id"] for r in records}) == 6
+    assert resumed.steps == 3
+    with pytest.raises(SystemExit, match="already holds a run"):
+        prepare_run(tiny_config(dense_policy, out))
+
+
+def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
+    out = tmp_path / "cli-run"
+    completed = subprocess.run(
+        [sys.executable, "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(dense_policy),
+         "--tiny-model", "none", "--steps", "1", "--turns", "2", "--num-generations", "2",
+         "--max-completion-length", "200", "--output-dir", str(out), "--report-to", "none", "--renderers", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "step 1/1" in completed.stderr + completed.stdout
+    records = RunStore(out, "x").read_episodes()
+    assert len(records) == 2 and all(len(r["turns"]) == 2 for r in records)
+
+
+def test_remote_environments_spread_sessions_over_servers(evaluator):
+    reply = f"```js\n{SMALL_SKETCH}```"
+    with running_server(create_app(evaluator, max_sessions=4)) as first, \
+            running_server(create_app(evaluator, max_sessions=4)) as second:
+        remote = RemoteEnvironments([first, second])
+        try:
+            remote.reset(["a", "b", "c"], [1, 2, 3], turns=2)
+            observations = remote.step([reply, reply, "no code here"], turn=1)
+            assert [o.passed for o in observations] == [True, True, False]
+            assert observations[0].png.startswith(b"\x89PNG") and observations[2].png is None
+            assert "no_code" in observations[2].violations and "Turn 1 of 2" in observations[0].feedback
+        finally:
+            remote.close()
+    dead = RemoteEnvironments(["http://127.0.0.1:9"])
+    try:
+        dead.reset(["a"], [1], turns=1)
+        [observation] = dead.step([reply], turn=1)
+        assert observation.infrastructure_failed and observation.png is None
+    finally:
+        dead.close()
+
+
+def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, monkeypatch):
+    from peft import LoraConfig, get_peft_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model, processor = load_policy(dense_policy)
+    peft_model = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear", exclude_modules=r".*\.visual\..*"))
+    with pytest.raises(PushError, match="offline") as caught:
+        push_adapter(SimpleNamespace(model=peft_model, processing_class=processor), "someone/watercolour-lora",
+                     tmp_path / "adapter")
+    assert "hf upload someone/watercolour-lora" in str(caught.value)
+
+
+def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
+    _, processor = load_policy(dense_policy)
+    example = {"prompt_messages": first_turn_messages("a red apple"), "completion": "```js\nx```"}
+    ids, labels = tokenize_example(processor, example)
+    prompt = processor.apply_chat_template([example["prompt_messages"]], add_generation_prompt=True, tokenize=True,
+                                           return_dict=True, enable_thinking=False)["input_ids"][0]
+    assert ids[:len(prompt)] == list(prompt)
+    assert all(label == -100 for label in labels[:len(prompt)])
+    assert labels[-1] == processor.tokenizer.eos_token_id
+
+
+def test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--shapes", "tiny", "--generations", "2",
+         "--max-completion-length", "48", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["shapes"] == "tiny" and report["episodes"] == 2
+    for phase in ("generate_s", "render_s", "score_s", "train_s"):
+        assert report[phase] >= 0
+    assert "gpu_check: shapes=tiny" in completed.stdout
+
+
+def test_accelerate_launch_runs_two_processes_without_clashing(tmp_path):
+    """The multi-process path (DDP over gloo on CPU): episodes of both ranks, unique ids."""
+    out = tmp_path / "ddp"
+    completed = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu-2proc.yaml",
+         "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(tmp_path / "tiny"),
+         "--tiny-warm-start-steps", "0", "--steps", "1", "--turns", "2", "--num-generations", "2",
+         "--max-completion-length", "32", "--output-dir", str(out), "--report-to", "none", "--renderers", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    records = RunStore(out, "ddp").read_episodes()
+    assert len(records) == 4 and len({r["episode_id"] for r in records}) == 4
+    assert {r["group"] for r in records} == {0, 1}
