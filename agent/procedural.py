@@ -978,7 +978,8 @@ def generate_sketch(subject: str, seed: int, max_sections: int | None = None) ->
     return painter.sketch(subject, max_sections)
 
 
-def sft_examples(n: int, seed: int = 0, max_sections: int | None = None) -> list[dict[str, Any]]:
+def sft_examples(n: int, seed: int = 0, max_sections: int | None = None,
+                 subjects: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """``n`` supervised turn-1 examples: the prompt messages and a fenced sketch as the completion.
 
     Subjects cycle in a seeded order so any ``n`` covers them as evenly as possible; each
@@ -991,7 +992,7 @@ def sft_examples(n: int, seed: int = 0, max_sections: int | None = None) -> list
     order: list[str] = []
     for _ in range(n):
         if not order:
-            order = list(SUBJECTS)
+            order = list(subjects or SUBJECTS)
             rng.shuffle(order)
         subject = order.pop()
         sketch = generate_sketch(subject, rng.randrange(2**31), max_sections)

@@ -29,6 +29,8 @@ class TrainConfig:
     """"dense" or "moe": build the tiny offline model at ``model`` first when the folder is missing."""
     tiny_warm_start_steps: int = 0
     """With tiny_model: SFT steps on compact procedural sketches before saving it (0 = untrained)."""
+    tiny_warm_start_revisions: int = 32
+    """Two-turn revision examples in that warm start (each rendered once by the real renderer)."""
     dtype: str = "auto"
     """"auto" = the checkpoint's own dtype on CPU, bfloat16 on a GPU."""
     attn_implementation: str | None = None

@@ -56,10 +56,14 @@ class Encoded:
     image_grid_thw: list[torch.Tensor] = field(default_factory=list)
 
 
-def load_examples(source: str, n: int, seed: int) -> list[dict[str, Any]]:
-    """(subject, prompt messages, completion) rows from the procedural generator or a pool's sources."""
+def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None) -> list[dict[str, Any]]:
+    """(subject, prompt messages, completion) rows from the procedural generator or a pool's sources.
+
+    ``subjects`` narrows the procedural generator to some of its subjects.
+    """
     if source in ("procedural", "compact"):
-        return sft_examples(n, seed=seed, max_sections=COMPACT_SECTIONS if source == "compact" else None)
+        return sft_examples(n, seed=seed, max_sections=COMPACT_SECTIONS if source == "compact" else None,
+                            subjects=subjects)
     from rewards.pool import ReferencePool
 
     pool = ReferencePool.load(source)
@@ -76,12 +80,12 @@ def load_examples(source: str, n: int, seed: int) -> list[dict[str, Any]]:
     return [rows[rng.randrange(len(rows))] for _ in range(n)] if n > len(rows) else rows[:n]
 
 
-def revision_examples(n: int, seed: int, evaluator) -> list[dict[str, Any]]:
+def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None = None) -> list[dict[str, Any]]:
     """Two-turn examples: a 2-layer sketch, its real painting and feedback, then the 3-layer one."""
     from env.feedback import feedback_text
 
     rng = random.Random(f"revisions\x00{seed}")
-    plans = [(rng.choice(SUBJECTS), rng.randrange(2**31)) for _ in range(n)]
+    plans = [(rng.choice(list(subjects or SUBJECTS)), rng.randrange(2**31)) for _ in range(n)]
     first, second = REVISION_SECTIONS
     drafts = [f"```js\n{generate_sketch(subject, s, first)}```" for subject, s in plans]
     outcomes = evaluator.evaluate_many(drafts, [s for _, s in plans])
@@ -190,20 +194,21 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
 
 
 def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
-                        backend: str | None = None) -> list[dict[str, Any]]:
+                        backend: str | None = None, subjects: list[str] | None = None) -> list[dict[str, Any]]:
     """First-turn examples from ``source`` plus revision examples rendered by a real evaluator."""
-    examples = load_examples(source, n_first, seed)
+    examples = load_examples(source, n_first, seed, subjects)
     if n_revisions:
         from env.core import SketchEvaluator
 
         kwargs = {"backend": backend} if backend else {}
         with SketchEvaluator(deadline_s=90, **kwargs) as evaluator:
-            examples += revision_examples(n_revisions, seed, evaluator)
+            examples += revision_examples(n_revisions, seed, evaluator, subjects)
     return examples
 
 
 def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float = 4e-3,
-                    batch_size: int = 4, revisions: int = 32, backend: str | None = "llvmpipe-sw2d") -> SftResult:
+                    batch_size: int = 4, revisions: int = 64, backend: str | None = "llvmpipe-sw2d",
+                    subjects: list[str] | None = None) -> SftResult:
     """Build the tiny model and fine-tune it on compact procedural sketches (+ revisions).
 
     Written to a sibling folder first and renamed at the end, so an interrupted warm start
@@ -218,7 +223,9 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
         base = build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
-        examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed, backend)
+        procedural = [s for s in subjects or SUBJECTS if s in SUBJECTS] or None
+        examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed,
+                                       backend, procedural)
         epochs = steps * batch_size / len(examples)
         result = run_sft(str(base), Path(scratch) / "tuned", examples, epochs=epochs, learning_rate=learning_rate,
                          batch_size=batch_size, seed=seed)

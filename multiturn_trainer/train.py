@@ -48,7 +48,9 @@ def ensure_model(config: TrainConfig) -> str:
         else:
             from multiturn_trainer.sft import warm_start_tiny
 
-            warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed)
+            warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
+                            revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
+                            subjects=config.subjects)
     return config.model
 
 

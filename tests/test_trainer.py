@@ -46,7 +46,7 @@ def warm_start(tmp_path_factory, kind: str) -> Path:
     examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
                 for s in SUBJECTS for _ in range(4)]
     out = tmp_path_factory.mktemp(f"policy-{kind}")
-    result = run_sft(str(base), out, examples, epochs=6, learning_rate=5e-3, batch_size=4, quiet=True)
+    result = run_sft(str(base), out, examples, epochs=30, learning_rate=5e-3, batch_size=4, quiet=True)
     assert result.last_loss < result.first_loss / 3
     return out
 
@@ -67,7 +67,7 @@ def environments(evaluator):
 
 
 def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
-    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=220,
+    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=320,
                   steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
                   output_dir=str(out), report_to="none", seed=3)
     values.update(overrides)
@@ -236,8 +236,9 @@ def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_
     assert pad_left >= 0
 
 
-def test_single_turn_baseline_runs_the_same_path_without_images(dense_policy, environments, tmp_path):
-    config = tiny_config(dense_policy, tmp_path / "run", turns=1)
+@pytest.mark.parametrize("kind", ["dense", "moe"])
+def test_single_turn_baseline_runs_the_same_path_without_images(kind, dense_policy, moe_policy, environments, tmp_path):
+    config = tiny_config(dense_policy if kind == "dense" else moe_policy, tmp_path / "run", turns=1)
     trainer, store, output = run_one_step(config, environments)
     records = store.read_episodes()
     assert all(len(r["turns"]) == 1 for r in records)
@@ -397,10 +398,11 @@ def test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes(tmp_path):
 def test_accelerate_launch_runs_two_processes_without_clashing(tmp_path):
     """The multi-process path (DDP over gloo on CPU): episodes of both ranks, unique ids."""
     out = tmp_path / "ddp"
+    model = build_tiny_model(tmp_path / "tiny", kind="dense", seed=0)
     completed = subprocess.run(
         [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu-2proc.yaml",
-         "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(tmp_path / "tiny"),
-         "--tiny-warm-start-steps", "0", "--steps", "1", "--turns", "2", "--num-generations", "2",
+         "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(model),
+         "--tiny-model", "none", "--steps", "1", "--turns", "2", "--num-generations", "2",
          "--max-completion-length", "32", "--output-dir", str(out), "--report-to", "none", "--renderers", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
