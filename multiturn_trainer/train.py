@@ -73,13 +73,15 @@ def peft_config(config: TrainConfig, model=None):
 
 
 def episode_dataset(config: TrainConfig):
-    """One row per GRPO group: subject (cycled in a seeded order), render seed, turn-1 prompt."""
+    """One row per GRPO group and step: subject (cycled in a seeded order), render seed, turn-1 prompt."""
     from datasets import Dataset
 
     rng = random.Random(f"subjects\x00{config.seed}")
     order: list[str] = []
     rows = []
-    for position in range(config.steps * config.prompts_per_step):
+    # Under `accelerate launch` every process runs prompts_per_step groups of its own.
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    for position in range(config.steps * config.prompts_per_step * processes):
         if not order:
             order = list(config.subjects)
             rng.shuffle(order)
@@ -223,9 +225,10 @@ def train(config: TrainConfig, environments=None, scorer=None, policy=None) -> T
     finally:
         trainer.painting_envs.close()
     summary = summarise(store, adapter)
-    print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
-          f"run directory {store.root}")
-    if config.push_to_hub:
+    if trainer.accelerator.is_main_process:
+        print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
+              f"run directory {store.root}")
+    if config.push_to_hub and trainer.accelerator.is_main_process:
         push_adapter(trainer, config.push_to_hub, adapter)
     return summary
 

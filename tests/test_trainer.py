@@ -69,7 +69,10 @@ def environments(evaluator):
 def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
     values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=320,
                   steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
-                  output_dir=str(out), report_to="none", seed=3)
+                  output_dir=str(out), report_to="none", seed=3,
+                  # The test policy is over-fitted on a few small sketches: sampled at 0.5 its
+                  # sketches render (at 1.0 the 0.5M-parameter model still garbles them).
+                  temperature=0.5)
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -155,21 +158,23 @@ def test_environment_turn_tokens_carry_the_painting_and_close_a_truncated_turn(d
     batch = torch.tensor([episode.context()])
     inputs = loss_image_inputs([episode], batch, pad)
     assert inputs["num_images"] == [1] and inputs["mm_token_type_ids"].sum() == ended.ids.count(pad)
+    truncated = batch.clone()
+    truncated[0, episode.context().index(pad)] = 1  # one image token lost, e.g. to a budget cut
     with pytest.raises(ValueError, match="image tokens"):
-        loss_image_inputs([episode], batch[:, :-3], pad)
+        loss_image_inputs([episode], truncated, pad)
 
 
 # --- one step end to end ------------------------------------------------------------------------
 
 
-def _sequence_logps(model, ids: list[int], fields: dict, start: int, end: int) -> torch.Tensor:
+def _sequence_logps(model, ids: list[int], fields: dict, start: int, end: int, temperature: float) -> torch.Tensor:
     """Log-probs of ids[start:end] given everything before, as a sampler with these inputs sees them."""
     kwargs = {}
     if fields:
         kwargs = {"pixel_values": fields["pixel_values"], "image_grid_thw": fields["image_grid_thw"],
                   "mm_token_type_ids": torch.tensor([fields["mm_token_type_ids"][0][:end]])}
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor([ids[:end]]), **kwargs).logits[0].float()
+        logits = model(input_ids=torch.tensor([ids[:end]]), **kwargs).logits[0].float() / temperature
     logps = torch.log_softmax(logits[start - 1:end - 1], dim=-1)
     return logps.gather(1, torch.tensor(ids[start:end]).unsqueeze(1)).squeeze(1)
 
@@ -203,6 +208,7 @@ def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_
     assert "pixel_values" in output and output["num_images"] == [len(e.images) for e in episodes]
     assert output["mm_token_type_ids"].sum() == sum(len([t for t in e.completion_ids if t == pad]) for e in episodes)
     calls = []
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps  # set by train()
     hook = trainer.model.get_base_model().model.visual.register_forward_hook(lambda *a: calls.append(1))
     loss = trainer.compute_loss(trainer.model, output)
     hook.remove()
@@ -228,7 +234,8 @@ def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_
     episode = episodes[row]
     ids = episode.context()
     last_turn_start = len(episode.prompt_ids) + max(i for i, m in enumerate(episode.env_mask) if m == 0) + 1
-    sampled = _sequence_logps(model, ids, generation_fields([episode], pad), last_turn_start, len(ids))
+    sampled = _sequence_logps(model, ids, generation_fields([episode], pad), last_turn_start, len(ids),
+                              trainer.temperature)
     pad_left = prompt_len - len(episode.prompt_ids)
     offset = last_turn_start - len(episode.prompt_ids)
     training = trained[row, offset:offset + len(sampled)]
@@ -294,7 +301,9 @@ def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_
     expected = {"run", "step", "group", "index", "subject", "seed", "turns", "reward", "components", "references", "weights"}
     for record in records:
         assert expected <= set(record)
-        assert set(record["components"]) >= {"gate", "length", "style"}
+        assert set(record["components"]) >= {"gate", "length"}
+        if record["components"]["gate"] == 1.0:  # a failed gate scores 0 without the costly scorers
+            assert "style" in record["components"]
         for turn in record["turns"]:
             assert {"turn", "code", "png", "passed", "violations", "errors", "paint_fraction", "render_ms"} <= set(turn)
             if turn["png"]:
@@ -395,13 +404,15 @@ def test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes(tmp_path):
     assert "gpu_check: shapes=tiny" in completed.stdout
 
 
-def test_accelerate_launch_runs_two_processes_without_clashing(tmp_path):
-    """The multi-process path (DDP over gloo on CPU): episodes of both ranks, unique ids."""
+def test_two_processes_run_their_own_groups_without_clashing(tmp_path):
+    """The multi-process path `accelerate launch` takes on GPUs (torchrun + DDP), here over gloo on CPU.
+
+    (accelerate's own CPU multi-process launcher needs MPI, which this machine does not have.)
+    """
     out = tmp_path / "ddp"
     model = build_tiny_model(tmp_path / "tiny", kind="dense", seed=0)
     completed = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu-2proc.yaml",
-         "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(model),
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml", "--model", str(model),
          "--tiny-model", "none", "--steps", "1", "--turns", "2", "--num-generations", "2",
          "--max-completion-length", "32", "--output-dir", str(out), "--report-to", "none", "--renderers", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
