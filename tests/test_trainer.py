@@ -24,6 +24,7 @@ from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
 from multiturn_trainer.environments import InProcessEnvironments, RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
 from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
+from multiturn_trainer.replay import load_run, turn_statistics, verify
 from multiturn_trainer.sft import run_sft, tokenize_example
 from multiturn_trainer.store import RunStore
 from multiturn_trainer.tiny_model import build_tiny_model, load_policy
@@ -330,6 +331,14 @@ def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_
     with pytest.raises(SystemExit, match="already holds a run"):
         prepare_run(tiny_config(dense_policy, out))
 
+    # Replay: every recorded painting re-renders byte-identically; statistics by turn.
+    store, config, episodes = load_run(out)
+    counts = verify(store, config, episodes, evaluator=environments.evaluator)
+    assert counts["different"] == 0 and counts["missing"] == 0
+    assert counts["identical"] == sum(1 for e in episodes for t in e["turns"] if t["png"])
+    rows = turn_statistics(episodes)
+    assert [r["turn"] for r in rows] == [1, 2] and all(r["episodes"] == 6 for r in rows)
+
 
 def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
     out = tmp_path / "cli-run"
@@ -382,7 +391,8 @@ def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, 
 def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
     _, processor = load_policy(dense_policy)
     example = {"prompt_messages": first_turn_messages("a red apple"), "completion": "```js\nx```"}
-    ids, labels = tokenize_example(processor, example)
+    encoded = tokenize_example(processor, example)
+    ids, labels = encoded.ids, encoded.labels
     prompt = processor.apply_chat_template([example["prompt_messages"]], add_generation_prompt=True, tokenize=True,
                                            return_dict=True, enable_thinking=False)["input_ids"][0]
     assert ids[:len(prompt)] == list(prompt)

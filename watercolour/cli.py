@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_train_parsers(sub)
 
+    from multiturn_trainer.replay import add_parser as add_replay_parser
+
+    add_replay_parser(sub)
+
     demo = sub.add_parser("demo", help="the embedded default: tiny model, warm start, multi-turn GRPO on CPU")
     demo.add_argument("--config", default="configs/demo.yaml")
     return parser
@@ -98,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         from multiturn_trainer.train import cmd_train
 
         return cmd_train(args, extra)
+    if args.command == "replay":
+        from multiturn_trainer.replay import cmd_replay
+
+        return cmd_replay(args)
     if args.command == "sft":
         from multiturn_trainer.sft import cmd_sft
 

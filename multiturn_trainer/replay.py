@@ -1,0 +1,112 @@
+"""`watercolour replay RUN_DIR`: check and summarise a recorded run.
+
+``--verify`` re-renders every recorded turn from its reply and seed with the run's backend and
+counts byte-identical PNGs (a mismatch is a bug: rendering must be deterministic). Without
+options it prints the statistics a researcher asks for first: reward, gate pass rate,
+coverage, shapes and fill calls by turn index.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multiturn_trainer.store import CONFIG, RunStore
+
+
+def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[str, Any]]]:
+    root = Path(run_dir)
+    if not (root / CONFIG).is_file():
+        raise SystemExit(f"watercolour replay: {root} is not a run directory (no {CONFIG})")
+    config = yaml.safe_load((root / CONFIG).read_text()) or {}
+    store = RunStore(root, config.get("run_name") or root.name)
+    episodes = store.read_episodes()
+    if not episodes:
+        raise SystemExit(f"watercolour replay: {root} has no recorded episodes")
+    return store, config, episodes
+
+
+def turn_statistics(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per turn index: episodes, mean reward (where scored), gate pass rate, coverage, shapes, fills."""
+    by_turn: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for episode in episodes:
+        for turn in episode["turns"]:
+            by_turn[turn["turn"]].append(turn)
+    rows = []
+    for index in sorted(by_turn):
+        turns = by_turn[index]
+        rewards = [t["reward"] for t in turns if t.get("reward") is not None]
+        stats = [t.get("stats") or {} for t in turns]
+        rows.append({
+            "turn": index,
+            "episodes": len(turns),
+            "reward": _mean(rewards),
+            "gate_pass_rate": _mean([float(t["passed"]) for t in turns]),
+            "coverage": _mean([t["paint_fraction"] for t in turns]),
+            "shapes": _mean([s["n_shapes"] for s in stats if "n_shapes" in s]),
+            "fill_calls": _mean([s["n_fill_calls"] for s in stats if "n_fill_calls" in s]),
+        })
+    return rows
+
+
+def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], evaluator=None) -> dict[str, int]:
+    """Re-render every rendered turn; counts of identical, different and missing PNGs."""
+    from env.core import SketchEvaluator
+
+    jobs = [(episode, turn) for episode in episodes for turn in episode["turns"] if turn.get("png")]
+    own = evaluator is None
+    if own:
+        kwargs = {"backend": config["render_backend"]} if config.get("render_backend") else {}
+        evaluator = SketchEvaluator(deadline_s=config.get("render_deadline_s") or 90.0, **kwargs)
+    try:
+        outcomes = evaluator.evaluate_many([t["reply"] for _, t in jobs], [int(e["seed"]) for e, _ in jobs])
+    finally:
+        if own:
+            evaluator.close()
+    counts = {"identical": 0, "different": 0, "missing": 0}
+    for (episode, turn), outcome in zip(jobs, outcomes):
+        recorded = store.root / turn["png"]
+        if not recorded.is_file() or outcome.png is None:
+            counts["missing"] += 1
+            print(f"  missing: {episode['episode_id']} turn {turn['turn']}", file=sys.stderr)
+        elif recorded.read_bytes() == outcome.png:
+            counts["identical"] += 1
+        else:
+            counts["different"] += 1
+            print(f"  different: {episode['episode_id']} turn {turn['turn']} ({turn['png']})", file=sys.stderr)
+    return counts
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def add_parser(sub) -> None:
+    replay = sub.add_parser("replay", help="check and summarise a recorded run directory")
+    replay.add_argument("run_dir", metavar="RUN_DIR")
+    replay.add_argument("--verify", action="store_true", help="re-render every turn and compare the PNG bytes")
+
+
+def cmd_replay(args) -> int:
+    store, config, episodes = load_run(args.run_dir)
+    print(f"replay: {store.root}: {len(episodes)} episodes, "
+          f"{len({e['step'] for e in episodes})} steps, {config.get('turns', '?')} turns each")
+    print("turn  episodes  reward  gate_pass  coverage  shapes  fill_calls")
+    for row in turn_statistics(episodes):
+        print(f"{row['turn']:>4}  {row['episodes']:>8}  {_fmt(row['reward']):>6}  {_fmt(row['gate_pass_rate']):>9}"
+              f"  {_fmt(row['coverage']):>8}  {_fmt(row['shapes']):>6}  {_fmt(row['fill_calls']):>10}")
+    if args.verify:
+        counts = verify(store, config, episodes)
+        total = sum(counts.values())
+        print(f"verify: {counts['identical']}/{total} turns byte-identical, {counts['different']} different, "
+              f"{counts['missing']} missing")
+        return 0 if counts["identical"] == total else 1
+    return 0
