@@ -16,6 +16,7 @@ How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another ve
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections import defaultdict
@@ -89,7 +90,8 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         self._episode_batch: EpisodeBatch | None = None
         self.last_episode_batch: EpisodeBatch | None = None
         self._last_step_metrics: dict[str, Any] = {}
-        self._step_started = time.perf_counter()
+        # rollout_func is "experimental" in TRL; we pin TRL and test the members we use instead.
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
 
     # --- episodes ------------------------------------------------------------------------

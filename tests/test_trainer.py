@@ -180,16 +180,21 @@ def _sequence_logps(model, ids: list[int], fields: dict, start: int, end: int, t
     return logps.gather(1, torch.tensor(ids[start:end]).unsqueeze(1)).squeeze(1)
 
 
-@pytest.mark.parametrize("kind,turns", [("dense", 2), ("dense", 3), ("moe", 2)])
+@pytest.mark.parametrize("kind,turns,reward_turn", [("dense", 2, "last"), ("dense", 3, "best"), ("moe", 2, "last")])
 def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_only(
-        kind, turns, dense_policy, moe_policy, environments, tmp_path):
+        kind, turns, reward_turn, dense_policy, moe_policy, environments, tmp_path):
     policy = dense_policy if kind == "dense" else moe_policy
-    config = tiny_config(policy, tmp_path / "run", turns=turns, lora_experts=kind == "moe")
+    config = tiny_config(policy, tmp_path / "run", turns=turns, lora_experts=kind == "moe", reward_turn=reward_turn)
     trainer, store, output = run_one_step(config, environments)
     [record_a, record_b] = store.read_episodes()
     for record in (record_a, record_b):
         assert len(record["turns"]) == turns
         assert [t["turn"] for t in record["turns"]] == list(range(1, turns + 1))
+        scored = [t["reward"] for t in record["turns"] if t["reward"] is not None]
+        if reward_turn == "best":  # every turn scored, the best one rewarded
+            assert len(scored) == turns and record["reward"] == max(scored)
+        else:
+            assert record["rewarded_turn"] == turns and record["reward"] == record["turns"][-1]["reward"]
     episodes = trainer.last_episode_batch.episodes
     pad = trainer._image_pad_token_id
     rendered = [[t["png"] is not None for t in r["turns"]] for r in (record_a, record_b)]
