@@ -93,6 +93,8 @@ def add_parser(sub) -> None:
     replay = sub.add_parser("replay", help="check and summarise a recorded run directory")
     replay.add_argument("run_dir", metavar="RUN_DIR")
     replay.add_argument("--verify", action="store_true", help="re-render every turn and compare the PNG bytes")
+    replay.add_argument("--gallery", metavar="OUT.html", default=None,
+                        help="write a self-contained HTML gallery of every episode")
 
 
 def cmd_replay(args) -> int:
@@ -103,6 +105,8 @@ def cmd_replay(args) -> int:
     for row in turn_statistics(episodes):
         print(f"{row['turn']:>4}  {row['episodes']:>8}  {_fmt(row['reward']):>6}  {_fmt(row['gate_pass_rate']):>9}"
               f"  {_fmt(row['coverage']):>8}  {_fmt(row['shapes']):>6}  {_fmt(row['fill_calls']):>10}")
+    if args.gallery:
+        print(f"gallery: {write_gallery(store, episodes, args.gallery)}")
     if args.verify:
         counts = verify(store, config, episodes)
         total = sum(counts.values())
@@ -110,3 +114,63 @@ def cmd_replay(args) -> int:
               f"{counts['missing']} missing")
         return 0 if counts["identical"] == total else 1
     return 0
+
+
+def write_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Path) -> Path:
+    """A self-contained HTML gallery (paintings embedded), step → group → episode, turns side by side.
+
+    Each turn shows its painting, gate result, reward components, the feedback the policy saw
+    next, and the diff of the code against the previous turn. Opens offline from the file system.
+    """
+    import base64
+    import difflib
+    import html
+
+    def esc(value: Any) -> str:
+        return html.escape(str(value))
+
+    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for episode in episodes:
+        by_step[episode["step"]].append(episode)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>watercolour run " + esc(store.run) + "</title>",
+        "<style>body{font-family:sans-serif;background:#f6f2ea;color:#282420;margin:1em}"
+        ".episode{border-top:1px solid #ccc;padding:.5em 0}.turns{display:flex;gap:1em;overflow-x:auto}"
+        ".turn{flex:0 0 300px}.turn img{width:300px;height:300px;background:#ddd}"
+        "pre{white-space:pre-wrap;font-size:11px;max-height:14em;overflow:auto;background:#fff;padding:.3em}"
+        "nav a{margin-right:.6em}</style></head><body>",
+        f"<h1>{esc(store.run)}</h1><nav>" + "".join(f"<a href='#step-{s}'>step {s}</a>" for s in sorted(by_step)) + "</nav>",
+    ]
+    for step in sorted(by_step):
+        parts.append(f"<section class='step' id='step-{step}'><h2>step {step}</h2>")
+        for episode in sorted(by_step[step], key=lambda e: (e["group"], e["index"])):
+            parts.append(
+                f"<div class='episode' data-episode='{esc(episode['episode_id'])}'><h3>group {episode['group']} · "
+                f"episode {episode['index']} · {esc(episode['subject'])} · reward {_fmt(episode['reward'])}</h3>"
+                f"<div class='turns'>"
+            )
+            previous = ""
+            for turn in episode["turns"]:
+                image = "<div class='missing'>no painting</div>"
+                if turn.get("png") and (store.root / turn["png"]).is_file():
+                    data = base64.b64encode((store.root / turn["png"]).read_bytes()).decode("ascii")
+                    image = f"<img alt='turn {turn['turn']}' src='data:image/png;base64,{data}'>"
+                code = turn.get("code") or ""
+                diff = "\n".join(difflib.unified_diff(previous.splitlines(), code.splitlines(), "previous", "this",
+                                                      lineterm="", n=1)) if previous else code
+                components = ", ".join(f"{k} {_fmt(v)}" for k, v in (turn.get("components") or {}).items())
+                parts.append(
+                    f"<div class='turn'><b>turn {turn['turn']}</b> · {'passed' if turn['passed'] else 'failed'}"
+                    f" {esc(' '.join(turn['violations']))}<br>{image}<br>reward {_fmt(turn.get('reward'))}"
+                    f" <small>{esc(components)}</small><details><summary>feedback</summary>"
+                    f"<pre>{esc(turn.get('feedback', ''))}</pre></details><details><summary>code"
+                    f"{' diff' if previous else ''}</summary><pre>{esc(diff)}</pre></details></div>"
+                )
+                previous = code
+            parts.append("</div></div>")
+        parts.append("</section>")
+    parts.append("</body></html>")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(parts), encoding="utf-8")
+    return out

@@ -24,7 +24,7 @@ from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
 from multiturn_trainer.environments import InProcessEnvironments, RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
 from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
-from multiturn_trainer.replay import load_run, turn_statistics, verify
+from multiturn_trainer.replay import load_run, turn_statistics, verify, write_gallery
 from multiturn_trainer.sft import run_sft, tokenize_example
 from multiturn_trainer.store import RunStore
 from multiturn_trainer.tiny_model import build_tiny_model, load_policy
@@ -343,6 +343,33 @@ def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_
     assert counts["identical"] == sum(1 for e in episodes for t in e["turns"] if t["png"])
     rows = turn_statistics(episodes)
     assert [r["turn"] for r in rows] == [1, 2] and all(r["episodes"] == 6 for r in rows)
+    check_gallery_in_chromium(write_gallery(store, episodes, tmp_path / "gallery.html"), episodes)
+
+
+def check_gallery_in_chromium(path: Path, episodes) -> None:
+    """Open the HTML gallery from the file system in real Chromium: every painting loads."""
+    from playwright.sync_api import sync_playwright
+
+    from env.renderer import find_chromium
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium())
+        try:
+            page = browser.new_page()
+            page.goto(path.as_uri())
+            counts = page.evaluate("""() => ({
+                episodes: document.querySelectorAll('.episode').length,
+                turns: document.querySelectorAll('.turn').length,
+                images: document.images.length,
+                loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length,
+            })""")
+            screenshot = page.screenshot(full_page=False)
+        finally:
+            browser.close()
+    assert counts["episodes"] == len(episodes)
+    assert counts["turns"] == sum(len(e["turns"]) for e in episodes)
+    assert counts["images"] == counts["loaded"] == sum(1 for e in episodes for t in e["turns"] if t["png"])
+    assert screenshot.startswith(b"\x89PNG")
 
 
 def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
