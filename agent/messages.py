@@ -62,30 +62,33 @@ def append_turn(
     turn: int,
     turns: int,
 ) -> list[Message]:
-    """A new list: ``messages`` plus the assistant's reply and the user message opening ``turn``.
+    """A new list: ``messages`` plus the assistant's reply and the user message opening ``turn``."""
+    return [
+        *messages,
+        {"role": "assistant", "content": [text_part(assistant_reply)]},
+        {"role": "user", "content": revision_content(painting_png, feedback, turn, turns)},
+    ]
 
-    ``turn`` is the turn being opened (2..turns), as in ``revision_prompt``. The user message
+
+def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns: int) -> list[dict[str, Any]]:
+    """The content of the user message opening ``turn``: the previous painting and the feedback.
+
+    ``turn`` is the turn being opened (2..turns), as in ``revision_prompt``. The message
     shows the painting of turn ``turn - 1`` when the render produced one; otherwise it says
     there is none, so the model never mistakes a missing image for a blank painting.
     """
     previous = turn - 1
     if painting_png is not None:
-        user_content = [
+        return [
             text_part(f"Your painting from turn {previous}:"),
             image_part(painting_image(painting_png)),
             text_part(revision_prompt(feedback, turn, turns)),
         ]
-    else:
-        user_content = [
-            text_part(
-                f"Your sketch from turn {previous} produced no painting, so there is no image to show.\n\n"
-                + revision_prompt(feedback, turn, turns)
-            )
-        ]
     return [
-        *messages,
-        {"role": "assistant", "content": [text_part(assistant_reply)]},
-        {"role": "user", "content": user_content},
+        text_part(
+            f"Your sketch from turn {previous} produced no painting, so there is no image to show.\n\n"
+            + revision_prompt(feedback, turn, turns)
+        )
     ]
 
 

@@ -141,6 +141,7 @@ class TrainConfig:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+_HINTS = typing.get_type_hints(TrainConfig)
 # The CLI contract's short names (ARCHITECTURE.md: `--steps N --turns K --output-dir DIR`).
 ALIASES = {"max_steps": "steps", "out": "output_dir"}
 
@@ -186,7 +187,7 @@ def parse_overrides(tokens: list[str]) -> dict[str, Any]:
 
 def _coerce(key: str, value: Any) -> Any:
     """YAML values pass through; command-line strings become the field's type."""
-    hint = typing.get_type_hints(TrainConfig)[key]
+    hint = _HINTS[key]
     if not isinstance(value, str):
         return value
     args = typing.get_args(hint)

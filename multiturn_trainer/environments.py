@@ -113,14 +113,15 @@ class RemoteEnvironments:
         timeout = self.message_timeout_s or DEFAULT_MESSAGE_TIMEOUT_S
 
         async def one(index: int, subject: str, seed: int):
-            client = WatercolourEnv(base_url=self.urls[index % len(self.urls)], message_timeout_s=timeout)
+            url = self.urls[index % len(self.urls)]
+            client = WatercolourEnv(base_url=url, message_timeout_s=timeout)
             try:
                 await client.connect()
                 await client.reset(subject=subject, seed=seed, turns=turns)
                 return client, None
             except Exception as exc:  # noqa: BLE001 - a dead server is an infrastructure failure
                 await _close_quietly(client)
-                return None, f"reset failed on {client_url(client)}: {exc}"
+                return None, f"reset failed on {url}: {exc}"
 
         pairs = await asyncio.gather(*(one(i, s, seed) for i, (s, seed) in enumerate(zip(subjects, seeds))))
         return [client for client, _ in pairs], [error for _, error in pairs]
@@ -168,10 +169,6 @@ class RemoteEnvironments:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
-
-
-def client_url(client) -> str:
-    return str(getattr(client, "_base_url", None) or getattr(client, "base_url", "?"))
 
 
 async def _close_quietly(client) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-import sys
+import shutil
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from trl import GRPOTrainer
 
-from agent.messages import append_turn
+from agent.messages import revision_content
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.environments import EpisodeEnvironments, TurnObservation
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
-from multiturn_trainer.store import RunStore, checkpoint_step
+from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains, turn_statistics
 from rewards.mixer import COMPONENTS, PaintingToScore, RewardScorer, ScoreResult
 
 TRL_PIN = "1.16.0"
@@ -41,7 +42,6 @@ TRL_INTERNALS = ("_generate_single_turn", "_tokenize_prompts", "_generate", "_ge
 
 def check_trl_pin() -> None:
     import trl
-    from trl import GRPOTrainer
 
     if trl.__version__ != TRL_PIN:
         raise RuntimeError(
@@ -73,13 +73,7 @@ class EpisodeBatch:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _trainer_base():
-    from trl import GRPOTrainer
-
-    return GRPOTrainer
-
-
-class MultiTurnGRPOTrainer(_trainer_base()):
+class MultiTurnGRPOTrainer(GRPOTrainer):
     def __init__(self, *args, run_config: TrainConfig, environments: EpisodeEnvironments, scorer: RewardScorer,
                  store: RunStore, **kwargs):
         self.run_config = run_config
@@ -103,7 +97,6 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         turns = cfg.turns
         prompt_ids, _, _ = self._tokenize_prompts(prompts)
         episodes = [EpisodeTokens(list(ids)) for ids in prompt_ids]
-        conversations = [list(prompt) for prompt in prompts]
         subjects = [row["subject"] for row in rows]
         seeds = [int(row["seed"]) for row in rows]
         replies: list[list[str]] = [[] for _ in prompts]
@@ -131,13 +124,12 @@ class MultiTurnGRPOTrainer(_trainer_base()):
 
             if turn < turns:
                 started = time.perf_counter()
-                for i, (episode, observation) in enumerate(zip(episodes, turn_observations)):
-                    conversations[i] = append_turn(conversations[i], texts[i], observation.png,
-                                                   observation.feedback, turn + 1, turns)
-                    ended = bool(completion_ids[i]) and completion_ids[i][-1] in self.eos_token_ids
-                    episode.add_environment(environment_turn(
-                        self.processing_class, conversations[i][-1]["content"], ended, self.chat_template_kwargs
-                    ))
+                for episode, ids, observation in zip(episodes, completion_ids, turn_observations):
+                    content = revision_content(observation.png, observation.feedback, turn + 1, turns)
+                    ended = bool(ids) and ids[-1] in self.eos_token_ids
+                    episode.add_environment(
+                        environment_turn(self.processing_class, content, ended, self.chat_template_kwargs)
+                    )
                 timings["generate"] += time.perf_counter() - started
 
         started = time.perf_counter()
@@ -221,25 +213,22 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         if not (needs_old or needs_ref):
             return
         attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        logits_to_keep = output["completion_ids"].size(1)
-        kwargs = {k: image_inputs[k] for k in ("pixel_values", "image_grid_thw", "mm_token_type_ids", "num_images")}
-        batch_size = self.args.per_device_train_batch_size
+
+        def logps(model) -> torch.Tensor:
+            return self._get_per_token_logps_and_entropies(
+                model, prompt_completion_ids, attention_mask, output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size, **image_inputs,
+            )[0]
+
         with torch.no_grad():
             if needs_old:
-                output["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.model, prompt_completion_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
-                )[0]
+                output["old_per_token_logps"] = logps(self.model)
             if needs_ref:
                 if self.ref_model is not None:
-                    ref = self._get_per_token_logps_and_entropies(
-                        self.ref_model, prompt_completion_ids, attention_mask, logits_to_keep,
-                        batch_size=batch_size, **kwargs)[0]
+                    output["ref_per_token_logps"] = logps(self.ref_model)
                 else:
                     with self.accelerator.unwrap_model(self.model).disable_adapter():
-                        ref = self._get_per_token_logps_and_entropies(
-                            self.model, prompt_completion_ids, attention_mask, logits_to_keep,
-                            batch_size=batch_size, **kwargs)[0]
-                output["ref_per_token_logps"] = ref
+                        output["ref_per_token_logps"] = logps(self.model)
 
     def _record(self, batch: EpisodeBatch) -> None:
         """Episodes to episodes.jsonl (+ renders, a contact sheet), step metrics to TRL's logs."""
@@ -311,14 +300,10 @@ class MultiTurnGRPOTrainer(_trainer_base()):
         target = root / f"step-{self.state.global_step}"
         if source.is_dir():
             if target.exists():
-                import shutil
-
                 shutil.rmtree(target)
             source.rename(target)
         limit = self.run_config.save_total_limit
         if limit:
-            import shutil
-
             kept = sorted((p for p in root.iterdir() if p.name.startswith("step-")), key=checkpoint_step)
             for old in kept[:-limit]:
                 shutil.rmtree(old, ignore_errors=True)
@@ -330,37 +315,29 @@ def step_metrics(records: list[dict[str, Any]], turns: int, generations: int,
     metrics: dict[str, float | None] = {}
     rewards = [r["reward"] for r in records]
     scored = [x for x in rewards if x is not None]
-    metrics["episode/reward_mean"] = _mean(scored)
+    metrics["episode/reward_mean"] = mean(scored)
     metrics["episode/reward_std"] = _std(scored)
     metrics["episode/dropped"] = float(len(rewards) - len(scored))
     for name in COMPONENTS:
         values = [r["components"].get(name) for r in records if r["components"].get(name) is not None]
         if values:
-            metrics[f"components/{name}/mean"] = _mean(values)
+            metrics[f"components/{name}/mean"] = mean(values)
             metrics[f"components/{name}/std"] = _std(values)
-    for turn in range(1, turns + 1):
-        seen = [r["turns"][turn - 1] for r in records if len(r["turns"]) >= turn]
-        metrics[f"turns/{turn}/gate_pass_rate"] = _mean([float(t["passed"]) for t in seen])
-        metrics[f"turns/{turn}/coverage"] = _mean([t["paint_fraction"] for t in seen])
-        turn_rewards = [t["reward"] for t in seen if t["reward"] is not None]
-        if turn_rewards:
-            metrics[f"turns/{turn}/reward_mean"] = _mean(turn_rewards)
+    for row in turn_statistics(records):
+        metrics[f"turns/{row['turn']}/gate_pass_rate"] = row["gate_pass_rate"]
+        metrics[f"turns/{row['turn']}/coverage"] = row["coverage"]
+        if row["reward"] is not None:
+            metrics[f"turns/{row['turn']}/reward_mean"] = row["reward"]
     final = [r["turns"][-1] for r in records if r["turns"]]
-    metrics["gate_pass_rate"] = _mean([float(t["passed"]) for t in final])
-    metrics["coverage"] = _mean([t["paint_fraction"] for t in final])
-    gains = [r["turns"][-1]["reward"] - r["turns"][0]["reward"] for r in records
-             if r["turns"] and r["turns"][0]["reward"] is not None and r["turns"][-1]["reward"] is not None]
-    metrics["turn_gain"] = _mean(gains) if turns > 1 else 0.0
+    metrics["gate_pass_rate"] = mean([float(t["passed"]) for t in final])
+    metrics["coverage"] = mean([t["paint_fraction"] for t in final])
+    metrics["turn_gain"] = mean(turn_gains(records)) if turns > 1 else 0.0
     groups = [rewards[g:g + generations] for g in range(0, len(rewards), generations)]
     zero_std = [float(len({x for x in group if x is not None}) <= 1) for group in groups]
-    metrics["episode/frac_groups_zero_std"] = _mean(zero_std)
+    metrics["episode/frac_groups_zero_std"] = mean(zero_std)
     for phase, seconds in timings.items():
         metrics[f"time/{phase}"] = seconds
     return metrics
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _std(values: list[float]) -> float | None:
@@ -381,6 +358,3 @@ def log_line(step: int, total: int, metrics: dict[str, Any]) -> str:
             f"  time gen {f('time/generate', '{:.0f}s')} render {f('time/render', '{:.0f}s')}"
             f" score {f('time/score', '{:.0f}s')} train {f('time/train', '{:.0f}s')}")
 
-
-def print_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)

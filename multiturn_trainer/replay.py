@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from multiturn_trainer.store import CONFIG, RunStore
+from multiturn_trainer.store import CONFIG, RunStore, turn_statistics
 
 
 def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[str, Any]]]:
@@ -28,29 +28,6 @@ def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[s
     if not episodes:
         raise SystemExit(f"watercolour replay: {root} has no recorded episodes")
     return store, config, episodes
-
-
-def turn_statistics(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per turn index: episodes, mean reward (where scored), gate pass rate, coverage, shapes, fills."""
-    by_turn: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for episode in episodes:
-        for turn in episode["turns"]:
-            by_turn[turn["turn"]].append(turn)
-    rows = []
-    for index in sorted(by_turn):
-        turns = by_turn[index]
-        rewards = [t["reward"] for t in turns if t.get("reward") is not None]
-        stats = [t.get("stats") or {} for t in turns]
-        rows.append({
-            "turn": index,
-            "episodes": len(turns),
-            "reward": _mean(rewards),
-            "gate_pass_rate": _mean([float(t["passed"]) for t in turns]),
-            "coverage": _mean([t["paint_fraction"] for t in turns]),
-            "shapes": _mean([s["n_shapes"] for s in stats if "n_shapes" in s]),
-            "fill_calls": _mean([s["n_fill_calls"] for s in stats if "n_fill_calls" in s]),
-        })
-    return rows
 
 
 def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], evaluator=None) -> dict[str, int]:
@@ -79,10 +56,6 @@ def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any
             counts["different"] += 1
             print(f"  different: {episode['episode_id']} turn {turn['turn']} ({turn['png']})", file=sys.stderr)
     return counts
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _fmt(value: float | None) -> str:

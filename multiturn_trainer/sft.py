@@ -18,16 +18,16 @@ is an ordinary checkpoint folder for ``train --model``.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from agent.messages import append_turn, first_turn_messages
+from agent.messages import first_turn_messages, revision_content
 from agent.procedural import SUBJECTS, generate_sketch, sft_examples
-from multiturn_trainer.episodes import environment_turn
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs
 
 # Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d on the 14
 # subjects: 2 layers (~1.0k characters) pass the pigment gate 8/14 times, 3 layers (~1.4k)
@@ -46,14 +46,6 @@ class SftResult:
     steps: int
     first_loss: float
     last_loss: float
-
-
-@dataclass
-class Encoded:
-    ids: list[int]
-    labels: list[int]
-    pixel_values: list[torch.Tensor] = field(default_factory=list)
-    image_grid_thw: list[torch.Tensor] = field(default_factory=list)
 
 
 def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None) -> list[dict[str, Any]]:
@@ -93,13 +85,11 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     for (subject, sketch_seed), draft, outcome in zip(plans, drafts, outcomes):
         if outcome.infrastructure_failed:
             continue
-        messages = append_turn(first_turn_messages(subject), draft, outcome.png,
-                               feedback_text(outcome, 1, 1), turn=2, turns=2)
         examples.append({
             "subject": subject,
-            "prompt_messages": messages[:2],
+            "prompt_messages": first_turn_messages(subject),
             "draft": draft,
-            "environment": messages[-1]["content"],
+            "environment": revision_content(outcome.png, feedback_text(outcome, 1, 1), turn=2, turns=2),
             "completion": f"```js\n{generate_sketch(subject, sketch_seed, second)}```",
         })
     return examples
@@ -109,26 +99,23 @@ def _reply_ids(processor, text: str) -> list[int]:
     return list(processor.tokenizer(text, add_special_tokens=False)["input_ids"]) + [processor.tokenizer.eos_token_id]
 
 
-def tokenize_example(processor, example: dict[str, Any]) -> Encoded:
-    prompt = list(processor.apply_chat_template(
+def tokenize_example(processor, example: dict[str, Any]) -> EpisodeTokens:
+    """The example as the tokens of an episode: policy turns trained, environment turns not."""
+    prompt = processor.apply_chat_template(
         example["prompt_messages"], add_generation_prompt=True, tokenize=True, return_dict=True, **TEMPLATE_KWARGS,
-    )["input_ids"][0])
-    ids, labels = list(prompt), [-100] * len(prompt)
-    encoded = Encoded(ids, labels)
+    )["input_ids"][0]
+    episode = EpisodeTokens(list(prompt))
     if "draft" in example:
-        draft = _reply_ids(processor, example["draft"])
-        ids += draft
-        labels += draft
-        turn = environment_turn(processor, example["environment"], True, TEMPLATE_KWARGS)
-        ids += turn.ids
-        labels += [-100] * len(turn.ids)
-        if turn.pixel_values is not None:
-            encoded.pixel_values.append(turn.pixel_values)
-            encoded.image_grid_thw.append(turn.image_grid_thw)
-    completion = _reply_ids(processor, example["completion"])
-    ids += completion
-    labels += completion
-    return encoded
+        episode.add_policy(_reply_ids(processor, example["draft"]))
+        episode.add_environment(environment_turn(processor, example["environment"], True, TEMPLATE_KWARGS))
+    episode.add_policy(_reply_ids(processor, example["completion"]))
+    return episode
+
+
+def sft_labels(episode: EpisodeTokens) -> list[int]:
+    """Labels for the loss: the policy's tokens; the prompt and environment tokens are -100."""
+    completion = [t if trained else -100 for t, trained in zip(episode.completion_ids, episode.env_mask)]
+    return [-100] * len(episode.prompt_ids) + completion
 
 
 def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]], *, epochs: float = 1.0,
@@ -155,6 +142,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     order: list[int] = []
     pad = processor.tokenizer.pad_token_id
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    merge = getattr(processor.image_processor, "merge_size", 2) ** 2
     device = next(model.parameters()).device
     losses = []
     bar = tqdm(range(steps), desc="sft", disable=quiet)
@@ -165,18 +153,18 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
                 order = list(range(len(encoded)))
                 rng.shuffle(order)
             batch.append(encoded[order.pop()])
-        width = max(len(e.ids) for e in batch)
-        input_ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in batch])
+        ids = [e.context() for e in batch]
+        width = max(len(i) for i in ids)
+        input_ids = torch.tensor([i + [pad] * (width - len(i)) for i in ids])
         inputs: dict[str, Any] = {
             "input_ids": input_ids,
-            "labels": torch.tensor([e.labels + [-100] * (width - len(e.labels)) for e in batch]),
-            "attention_mask": torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in batch]),
+            "labels": torch.tensor([sft_labels(e) + [-100] * (width - len(i)) for e, i in zip(batch, ids)]),
+            "attention_mask": torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids]),
         }
-        pixel_values = [p for e in batch for p in e.pixel_values]
-        if pixel_values:
-            inputs["pixel_values"] = torch.cat(pixel_values)
-            inputs["image_grid_thw"] = torch.cat([g for e in batch for g in e.image_grid_thw])
-            inputs["mm_token_type_ids"] = (input_ids == image_pad).long()
+        # The same image inputs (and token/feature check) as the GRPO loss pass.
+        images = loss_image_inputs(batch, input_ids, image_pad, merge)
+        images.pop("num_images", None)
+        inputs.update(images)
         loss = model(**{k: v.to(device) for k, v in inputs.items()}).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,8 @@ class RunStore:
         path.write_bytes(contact_sheet(items, columns=turns, title=f"{self.run} step {step}"))
         return path
 
-    def write_gallery(self) -> Path:
+    def write_gallery(self, episodes: list[dict[str, Any]]) -> Path:
         """Final paintings of the first, middle and last steps: does the policy improve?"""
-        episodes = self.read_episodes()
         steps = sorted({e["step"] for e in episodes})
         chosen = sorted({steps[0], steps[len(steps) // 2], steps[-1]}) if steps else []
         items = []
@@ -126,6 +126,38 @@ class RunStore:
                 dropped = len(lines) - len(kept)
             _write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))
         return dropped
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def turn_gains(records: list[dict[str, Any]]) -> list[float]:
+    """Final-turn minus turn-1 reward of every episode where both were scored."""
+    return [r["turns"][-1]["reward"] - r["turns"][0]["reward"] for r in records
+            if r["turns"] and r["turns"][0].get("reward") is not None and r["turns"][-1].get("reward") is not None]
+
+
+def turn_statistics(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per turn index: episodes, mean reward (where scored), gate pass rate, coverage, shapes, fills."""
+    by_turn: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        for turn in record["turns"]:
+            by_turn[turn["turn"]].append(turn)
+    rows = []
+    for index in sorted(by_turn):
+        turns = by_turn[index]
+        stats = [t.get("stats") or {} for t in turns]
+        rows.append({
+            "turn": index,
+            "episodes": len(turns),
+            "reward": mean([t["reward"] for t in turns if t.get("reward") is not None]),
+            "gate_pass_rate": mean([float(t["passed"]) for t in turns]),
+            "coverage": mean([t["paint_fraction"] for t in turns]),
+            "shapes": mean([s["n_shapes"] for s in stats if "n_shapes" in s]),
+            "fill_calls": mean([s["n_fill_calls"] for s in stats if "n_fill_calls" in s]),
+        })
+    return rows
 
 
 def checkpoint_step(path: str | Path) -> int:

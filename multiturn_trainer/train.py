@@ -14,7 +14,7 @@ import torch
 
 from agent.messages import first_turn_messages
 from multiturn_trainer.config import TrainConfig
-from multiturn_trainer.store import RunStore, checkpoint_step
+from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
 
 VISION_MODULES = r".*\.visual\..*"
 # Fused MoE expert weights (3-D parameters, not nn.Linear): reachable only via target_parameters.
@@ -54,7 +54,7 @@ def ensure_model(config: TrainConfig) -> str:
     return config.model
 
 
-def peft_config(config: TrainConfig, model=None):
+def peft_config(config: TrainConfig, model):
     if not config.lora:
         return None
     from peft import LoraConfig
@@ -63,8 +63,8 @@ def peft_config(config: TrainConfig, model=None):
     if not config.lora_vision:
         kwargs["exclude_modules"] = VISION_MODULES
     if config.lora_experts:
-        names = {n for n, _ in model.named_parameters()} if model is not None else set()
-        present = [p for p in EXPERT_PARAMETERS if any(n.endswith(p) for n in names)] if names else list(EXPERT_PARAMETERS)
+        names = [n for n, _ in model.named_parameters()]
+        present = [p for p in EXPERT_PARAMETERS if any(n.endswith(p) for n in names)]
         if not present:
             raise ValueError("lora_experts: the model has no fused expert parameters (a dense model?)")
         kwargs["target_parameters"] = present
@@ -239,19 +239,16 @@ def summarise(store: RunStore, adapter: Path | None = None) -> TrainSummary:
     third = max(1, len(steps) // 3)
 
     def mean_reward(chosen: set[int]) -> float | None:
-        values = [e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None]
-        return sum(values) / len(values) if values else None
+        return mean([e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None])
 
-    gains = [e["turns"][-1]["reward"] - e["turns"][0]["reward"] for e in episodes
-             if e["turns"] and e["turns"][0].get("reward") is not None and e["turns"][-1].get("reward") is not None]
-    gallery = store.write_gallery() if episodes else None
+    gallery = store.write_gallery(episodes) if episodes else None
     return TrainSummary(
         run_dir=store.root,
         steps=len(steps),
         episodes=len(episodes),
         reward_first_third=mean_reward(set(steps[:third])),
         reward_last_third=mean_reward(set(steps[-third:])),
-        turn_gain=sum(gains) / len(gains) if gains else None,
+        turn_gain=mean(turn_gains(episodes)),
         gallery=gallery,
         adapter=adapter,
     )
@@ -279,12 +276,16 @@ def push_adapter(trainer, repo_id: str, adapter: Path) -> None:
 def cmd_train(args, extra: list[str]) -> int:
     from multiturn_trainer.config import config_from_args
 
-    try:
-        config = config_from_args(args, extra)
-    except ValueError as exc:
-        raise SystemExit(f"watercolour train: {exc}") from None
-    train(config)
+    train(_config_or_exit("train", lambda: config_from_args(args, extra)))
     return 0
+
+
+def _config_or_exit(command: str, load) -> TrainConfig:
+    """A bad config key or value is a one-line message, not a traceback."""
+    try:
+        return load()
+    except ValueError as exc:
+        raise SystemExit(f"watercolour {command}: {exc}") from None
 
 
 def demo_line(summary: TrainSummary) -> str:
@@ -304,7 +305,7 @@ def cmd_demo(args, extra: list[str]) -> int:
 
     from multiturn_trainer.config import load_config, parse_overrides
 
-    config = load_config(args.config, parse_overrides(extra))
+    config = _config_or_exit("demo", lambda: load_config(args.config, parse_overrides(extra)))
     if Path(config.output_dir).exists():
         shutil.rmtree(config.output_dir)
     summary = train(config)

@@ -24,9 +24,9 @@ from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
 from multiturn_trainer.environments import InProcessEnvironments, RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
 from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
-from multiturn_trainer.replay import load_run, turn_statistics, verify, write_gallery
-from multiturn_trainer.sft import run_sft, tokenize_example
-from multiturn_trainer.store import RunStore
+from multiturn_trainer.replay import load_run, verify, write_gallery
+from multiturn_trainer.sft import run_sft, sft_labels, tokenize_example
+from multiturn_trainer.store import RunStore, turn_statistics
 from multiturn_trainer.tiny_model import build_tiny_model, load_policy
 from multiturn_trainer.train import PushError, build_scorer, build_trainer, prepare_run, push_adapter, train
 from agent.messages import first_turn_messages
@@ -423,8 +423,8 @@ def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, 
 def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
     _, processor = load_policy(dense_policy)
     example = {"prompt_messages": first_turn_messages("a red apple"), "completion": "```js\nx```"}
-    encoded = tokenize_example(processor, example)
-    ids, labels = encoded.ids, encoded.labels
+    episode = tokenize_example(processor, example)
+    ids, labels = episode.context(), sft_labels(episode)
     prompt = processor.apply_chat_template([example["prompt_messages"]], add_generation_prompt=True, tokenize=True,
                                            return_dict=True, enable_thinking=False)["input_ids"][0]
     assert ids[:len(prompt)] == list(prompt)
