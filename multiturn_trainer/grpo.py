@@ -89,7 +89,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
 
     # --- episodes ------------------------------------------------------------------------
-    def run_episodes(self, prompts: list) -> dict[str, Any]:
+    def run_episodes(self, prompts: list, recorded_replies: list[list[str]] | None = None) -> dict[str, Any]:
+        """``recorded_replies``: replay these replies as the first turns instead of generating
+        them (``replay --continue-from``); they are rendered again like generated ones."""
         cfg = self.run_config
         rows = self._episode_rows
         if len(rows) != len(prompts):
@@ -106,11 +108,15 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.painting_envs.reset(subjects, seeds, turns)
         for turn in range(1, turns + 1):
             started = time.perf_counter()
-            fields = generation_fields(episodes, self._image_pad_token_id)
-            completion_ids, _ = self._generate_single_turn(
-                [e.context() for e in episodes], [e.images or None for e in episodes], fields, 1
-            )
-            texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+            if recorded_replies is not None and turn <= min(len(r) for r in recorded_replies):
+                texts = [r[turn - 1] for r in recorded_replies]
+                completion_ids = [self._reply_ids(text) for text in texts]
+            else:
+                fields = generation_fields(episodes, self._image_pad_token_id)
+                completion_ids, _ = self._generate_single_turn(
+                    [e.context() for e in episodes], [e.images or None for e in episodes], fields, 1
+                )
+                texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
             for episode, ids, text, said in zip(episodes, completion_ids, texts, replies):
                 episode.add_policy(list(ids))
                 said.append(text)
@@ -144,6 +150,21 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "env_mask": [e.env_mask for e in episodes],
             "episode_reward": rewards,
         }
+
+    def _reply_ids(self, text: str) -> list[int]:
+        """A recorded reply as policy tokens, closed with the end-of-turn token."""
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+    def continue_episodes(self, rows: list[dict[str, Any]], recorded_replies: list[list[str]]) -> EpisodeBatch:
+        """Episodes that start with recorded replies and go on with this trainer's policy."""
+        self._episode_rows = rows
+        try:
+            with torch.no_grad():
+                self.run_episodes([row["prompt"] for row in rows], recorded_replies)
+            return self._episode_batch
+        finally:
+            self._episode_rows, self._episode_batch = [], None
 
     def _score(self, observations, replies, subjects, seeds):
         """Score the turns the reward and the metrics need: first and last, or all for 'best'."""
@@ -238,10 +259,21 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # With several processes (accelerate launch) each generates its own groups; number
         # them globally so episode ids stay unique across the run directory.
         group_offset = self.accelerator.process_index * (len(batch.rows) // generations)
+        places = [(step, i // generations + group_offset, i % generations) for i in range(len(batch.rows))]
+        records = self.episode_records(batch, places)
+        self.store.append_episodes(records)
+        self.store.write_step_sheet(step, records, part=self.accelerator.process_index)
+        metrics = step_metrics(records, cfg.turns, generations, batch.timings)
+        for name, value in metrics.items():
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                self._metrics["train"][name].append(value)
+        self._last_step_metrics = metrics
+
+    def episode_records(self, batch: EpisodeBatch, places: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
+        """The episodes.jsonl lines of a batch; ``places``: (step, group, index) of each episode.
+        Saves the paintings into the run directory on the way."""
         records = []
-        for i, row in enumerate(batch.rows):
-            group, index = divmod(i, generations)
-            group += group_offset
+        for i, (row, (step, group, index)) in enumerate(zip(batch.rows, places)):
             turns = []
             for position, observation in enumerate(batch.observations[i]):
                 turn = position + 1
@@ -265,7 +297,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             rewarded = batch.rewarded_turn[i]
             final = batch.turn_scores[i].get(rewarded) if rewarded else None
             records.append({
-                "run": cfg.name,
+                "run": self.run_config.name,
                 "episode_id": f"{step}-{group}-{index}",
                 "step": step,
                 "group": group,
@@ -280,13 +312,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 "weights": dict(self.scorer.mix.weights),
                 "preset": self.scorer.mix.name,
             })
-        self.store.append_episodes(records)
-        self.store.write_step_sheet(step, records, part=self.accelerator.process_index)
-        metrics = step_metrics(records, cfg.turns, generations, batch.timings)
-        for name, value in metrics.items():
-            if value is not None and not (isinstance(value, float) and math.isnan(value)):
-                self._metrics["train"][name].append(value)
-        self._last_step_metrics = metrics
+        return records
 
     def _save_checkpoint(self, model, trial):
         """TRL/HF save ``checkpoint-N``; the run directory's contract is ``checkpoints/step-N``."""

@@ -1,9 +1,11 @@
-"""`watercolour replay RUN_DIR`: check and summarise a recorded run.
+"""`watercolour replay RUN_DIR`: check, summarise, re-score, export and continue a recorded run.
 
-``--verify`` re-renders every recorded turn from its reply and seed with the run's backend and
-counts byte-identical PNGs (a mismatch is a bug: rendering must be deterministic). Without
-options it prints the statistics a researcher asks for first: reward, gate pass rate,
-coverage, shapes and fill calls by turn index.
+Without options it prints the statistics a researcher asks for first: reward, gate pass rate,
+coverage, shapes and fill calls by turn index. ``--verify`` re-renders every recorded turn
+from its reply and seed with the run's backend and counts byte-identical PNGs (a mismatch is
+a bug: rendering must be deterministic). ``--gallery`` writes a self-contained HTML gallery,
+``--rescore`` (rescore.py), ``--export`` (export.py) and ``--continue-from`` (continuation.py)
+live in their own modules.
 """
 
 from __future__ import annotations
@@ -63,14 +65,30 @@ def _fmt(value: float | None) -> str:
 
 
 def add_parser(sub) -> None:
-    replay = sub.add_parser("replay", help="check and summarise a recorded run directory")
+    replay = sub.add_parser("replay", help="check, summarise, re-score, export or continue a recorded run")
     replay.add_argument("run_dir", metavar="RUN_DIR")
     replay.add_argument("--verify", action="store_true", help="re-render every turn and compare the PNG bytes")
     replay.add_argument("--gallery", metavar="OUT.html", default=None,
                         help="write a self-contained HTML gallery of every episode")
+    replay.add_argument("--rescore", metavar="PRESET", default=None,
+                        help="score the recorded paintings again with another reward preset (name or YAML)")
+    replay.add_argument("--pool", default=None, help="--rescore: reference pool (default: the run's)")
+    replay.add_argument("--hps-url", default=None, help="--rescore: HPSv3 server (default: the run's)")
+    replay.add_argument("--judge-url", default=None, help="--rescore: OpenAI-compatible judge (default: the run's)")
+    replay.add_argument("--judge-model", default=None, help="--rescore: judge model name")
+    replay.add_argument("--export", metavar="DIR", default=None,
+                        help="write a Hugging Face dataset (Parquet), one row per episode turn")
+    replay.add_argument("--continue-from", metavar="TURN", type=int, default=None,
+                        help="re-run the recorded episodes from this turn on with --policy")
+    replay.add_argument("--policy", metavar="CHECKPOINT", default=None,
+                        help="--continue-from: a checkpoints/step-N or adapter folder, or a model folder")
+    replay.add_argument("--out", metavar="DIR", default=None,
+                        help="--continue-from: run directory for the new episodes (default: RUN_DIR-from-tTURN)")
 
 
 def cmd_replay(args) -> int:
+    if (args.continue_from is None) != (args.policy is None):
+        raise SystemExit("watercolour replay: --continue-from TURN and --policy CHECKPOINT go together")
     store, config, episodes = load_run(args.run_dir)
     print(f"replay: {store.root}: {len(episodes)} episodes, "
           f"{len({e['step'] for e in episodes})} steps, {config.get('turns', '?')} turns each")
@@ -78,15 +96,36 @@ def cmd_replay(args) -> int:
     for row in turn_statistics(episodes):
         print(f"{row['turn']:>4}  {row['episodes']:>8}  {_fmt(row['reward']):>6}  {_fmt(row['gate_pass_rate']):>9}"
               f"  {_fmt(row['coverage']):>8}  {_fmt(row['shapes']):>6}  {_fmt(row['fill_calls']):>10}")
+    status = 0
     if args.gallery:
         print(f"gallery: {write_gallery(store, episodes, args.gallery)}")
+    if args.export:
+        from multiturn_trainer.export import export_dataset
+
+        print(f"export: {export_dataset(store, episodes, args.export)} (datasets.load_dataset works on it)")
+    if args.rescore:
+        from multiturn_trainer.rescore import agreement, build_rescorer, print_agreement, rescore, write_rescored
+
+        scorer = build_rescorer(config, args.rescore, args.pool, args.hps_url, args.judge_url, args.judge_model)
+        records = rescore(store, config, episodes, scorer)
+        path = write_rescored(store, scorer.mix.name, records)
+        print_agreement(agreement(records), config.get("reward_preset") or "recorded", scorer.mix.name)
+        print(f"rescore: new components written to {path}")
+    if args.continue_from is not None:
+        from multiturn_trainer.continuation import continue_run, print_continuation
+
+        policy = Path(args.policy)
+        out = Path(args.out) if args.out else store.root.with_name(f"{store.root.name}-from-t{args.continue_from}")
+        ordered = sorted(episodes, key=lambda e: (e["step"], e["group"], e["index"]))
+        print_continuation(continue_run(store.root, ordered, args.continue_from, policy, out),
+                           args.continue_from, policy)
     if args.verify:
         counts = verify(store, config, episodes)
         total = sum(counts.values())
         print(f"verify: {counts['identical']}/{total} turns byte-identical, {counts['different']} different, "
               f"{counts['missing']} missing")
-        return 0 if counts["identical"] == total else 1
-    return 0
+        status = 0 if counts["identical"] == total else 1
+    return status
 
 
 def write_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Path) -> Path:
@@ -113,6 +152,9 @@ def write_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Pa
         "pre{white-space:pre-wrap;font-size:11px;max-height:14em;overflow:auto;background:#fff;padding:.3em}"
         "nav a{margin-right:.6em}</style></head><body>",
         f"<h1>{esc(store.run)}</h1><nav>" + "".join(f"<a href='#step-{s}'>step {s}</a>" for s in sorted(by_step)) + "</nav>",
+        # The slider shows one step at a time (steps are listed in order); "all" shows every step.
+        f"<p><label>step <input id='step-slider' type='range' min='0' max='{len(by_step) - 1}' value='0'></label>"
+        " <output id='step-shown'>all</output> <button id='show-all'>all</button></p>",
     ]
     for step in sorted(by_step):
         parts.append(f"<section class='step' id='step-{step}'><h2>step {step}</h2>")
@@ -142,6 +184,14 @@ def write_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Pa
                 previous = code
             parts.append("</div></div>")
         parts.append("</section>")
+    parts.append(
+        "<script>(()=>{const steps=[...document.querySelectorAll('section.step')];"
+        "const slider=document.getElementById('step-slider'),shown=document.getElementById('step-shown');"
+        "const show=i=>{steps.forEach((s,j)=>{s.hidden=i!==null&&i!==j;});"
+        "shown.textContent=i===null?'all':steps[i].id.replace('-',' ');};"
+        "slider.addEventListener('input',()=>show(Number(slider.value)));"
+        "document.getElementById('show-all').addEventListener('click',()=>show(null));})();</script>"
+    )
     parts.append("</body></html>")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,8 @@ from agent.messages import first_turn_messages, revision_content
 from agent.procedural import SUBJECTS, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs
 
-# Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d on the 14
+# Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
+# default llvmpipe-f16, so a conservative count) on the 14
 # subjects: 2 layers (~1.0k characters) pass the pigment gate 8/14 times, 3 layers (~1.4k)
 # 14/14. The 0.5M-parameter tiny model learns sketches this size in a few hundred steps on
 # 2 cores; the full compositions (3-8k characters) it does not learn at all in that time.
@@ -195,7 +196,7 @@ def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
 
 
 def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float = 4e-3,
-                    batch_size: int = 4, revisions: int = 64, backend: str | None = "llvmpipe-sw2d",
+                    batch_size: int = 4, revisions: int = 64, backend: str | None = None,
                     subjects: list[str] | None = None) -> SftResult:
     """Build the tiny model and fine-tune it on compact procedural sketches (+ revisions).
 

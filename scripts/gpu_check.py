@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             model=str(scratch / "unused"), turns=args.turns, num_generations=args.generations, steps=1,
             max_completion_length=args.max_completion_length, micro_batch_size=1 if gpu else None,
             output_dir=str(scratch / "run"), report_to="none", save_steps=10, subjects=["poppies in a summer meadow"],
-            reward_preset="style-offline", render_backend="llvmpipe-sw2d", lora_experts=False,
+            reward_preset="style-offline", lora_experts=False,
         )
         started = time.perf_counter()
         summary = train(config, policy=(model, processor))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -11,8 +12,13 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from agent.messages import first_turn_messages
 from env.core import SketchEvaluator
 from env.renderer import RendererPool, SyncRenderer
+from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.environments import InProcessEnvironments
+from multiturn_trainer.sft import run_sft
+from multiturn_trainer.tiny_model import build_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -115,3 +121,59 @@ def running_server(app):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# --- the tiny trainer (test_trainer, test_replay) ----------------------------------------------
+# The tiny models paint only after a warm start: each session-scoped policy is the tiny model
+# fine-tuned (run_sft, the product's SFT) on a handful of small sketches, so its sampled
+# sketches render and turn >= 2 prompts carry real paintings.
+
+SUBJECTS = ["a red apple", "a blue pond"]
+
+
+def sketch_variant(rng: random.Random) -> str:
+    colours = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e"]
+    first, second = rng.sample(colours, 2)
+    return (SMALL_SKETCH.replace("#d6362b", first).replace("#2b6cb0", second)
+            .replace("130, 120, 35", f"{rng.randrange(100, 160)}, {rng.randrange(90, 150)}, {rng.randrange(25, 45)}"))
+
+
+def warm_start(tmp_path_factory, kind: str) -> Path:
+    base = build_tiny_model(tmp_path_factory.mktemp(f"tiny-{kind}"), kind=kind, seed=0)
+    rng = random.Random(kind)
+    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
+                for s in SUBJECTS for _ in range(4)]
+    out = tmp_path_factory.mktemp(f"policy-{kind}")
+    result = run_sft(str(base), out, examples, epochs=30, learning_rate=5e-3, batch_size=4, quiet=True)
+    assert result.last_loss < result.first_loss / 3
+    return out
+
+
+@pytest.fixture(scope="session")
+def dense_policy(tmp_path_factory):
+    return warm_start(tmp_path_factory, "dense")
+
+
+@pytest.fixture(scope="session")
+def moe_policy(tmp_path_factory):
+    return warm_start(tmp_path_factory, "moe")
+
+
+@pytest.fixture(scope="session")
+def environments():
+    # The default backend (llvmpipe-f16) is byte-deterministic, so replay --verify holds to it.
+    with SketchEvaluator(size=2, deadline_s=60) as evaluator:
+        yield InProcessEnvironments(evaluator=evaluator, deadline_s=60)
+
+
+def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
+    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=320,
+                  steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
+                  output_dir=str(out), report_to="none", seed=3, render_backend="llvmpipe-f16",
+                  # The test policy is over-fitted on a few small sketches: sampled at 0.5 its
+                  # sketches render (at 1.0 the 0.5M-parameter model still garbles them).
+                  temperature=0.5)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+

@@ -8,7 +8,6 @@ its sampled sketches render, so turn >= 2 prompts carry real paintings.
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -18,70 +17,18 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import ROOT, SMALL_SKETCH, running_server
+from conftest import ROOT, SMALL_SKETCH, running_server, tiny_config
 from env.server import create_app
 from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
-from multiturn_trainer.environments import InProcessEnvironments, RemoteEnvironments
+from multiturn_trainer.environments import RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
 from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
 from multiturn_trainer.replay import load_run, verify, write_gallery
-from multiturn_trainer.sft import run_sft, sft_labels, tokenize_example
+from multiturn_trainer.sft import sft_labels, tokenize_example
 from multiturn_trainer.store import RunStore, turn_statistics
 from multiturn_trainer.tiny_model import build_tiny_model, load_policy
 from multiturn_trainer.train import PushError, build_scorer, build_trainer, prepare_run, push_adapter, train
 from agent.messages import first_turn_messages
-
-SUBJECTS = ["a red apple", "a blue pond"]
-
-
-def sketch_variant(rng: random.Random) -> str:
-    colours = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e"]
-    first, second = rng.sample(colours, 2)
-    return (SMALL_SKETCH.replace("#d6362b", first).replace("#2b6cb0", second)
-            .replace("130, 120, 35", f"{rng.randrange(100, 160)}, {rng.randrange(90, 150)}, {rng.randrange(25, 45)}"))
-
-
-def warm_start(tmp_path_factory, kind: str) -> Path:
-    base = build_tiny_model(tmp_path_factory.mktemp(f"tiny-{kind}"), kind=kind, seed=0)
-    rng = random.Random(kind)
-    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
-                for s in SUBJECTS for _ in range(4)]
-    out = tmp_path_factory.mktemp(f"policy-{kind}")
-    result = run_sft(str(base), out, examples, epochs=30, learning_rate=5e-3, batch_size=4, quiet=True)
-    assert result.last_loss < result.first_loss / 3
-    return out
-
-
-@pytest.fixture(scope="module")
-def dense_policy(tmp_path_factory):
-    return warm_start(tmp_path_factory, "dense")
-
-
-@pytest.fixture(scope="module")
-def moe_policy(tmp_path_factory):
-    return warm_start(tmp_path_factory, "moe")
-
-
-@pytest.fixture(scope="module")
-def environments():
-    # The training presets' backend: byte-deterministic, so replay --verify can hold to it. The
-    # default llvmpipe re-rendered one of these small sketches differently once in four CI runs.
-    from env.core import SketchEvaluator
-
-    with SketchEvaluator(size=2, backend="llvmpipe-sw2d", deadline_s=60) as evaluator:
-        yield InProcessEnvironments(evaluator=evaluator, deadline_s=60)
-
-
-def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
-    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=320,
-                  steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
-                  output_dir=str(out), report_to="none", seed=3, render_backend="llvmpipe-sw2d",
-                  # The test policy is over-fitted on a few small sketches: sampled at 0.5 its
-                  # sketches render (at 1.0 the 0.5M-parameter model still garbles them).
-                  temperature=0.5)
-    values.update(overrides)
-    return TrainConfig(**values)
-
 
 def run_one_step(config: TrainConfig, environments):
     """Build the trainer and run one generation + loss step by hand, keeping the internals visible."""
@@ -368,12 +315,21 @@ def check_gallery_in_chromium(path: Path, episodes) -> None:
                 images: document.images.length,
                 loaded: [...document.images].filter(i => i.complete && i.naturalWidth > 0).length,
             })""")
+            # The step slider shows one step at a time; "all" brings every step back.
+            steps = page.locator("section.step").count()
+            page.locator("#step-slider").fill(str(steps - 1))
+            visible_after_slide = page.evaluate("() => [...document.querySelectorAll('section.step')]"
+                                                ".filter(s => !s.hidden).map(s => s.id)")
+            page.click("#show-all")
+            visible_after_all = page.locator("section.step:not([hidden])").count()
             screenshot = page.screenshot(full_page=False)
         finally:
             browser.close()
     assert counts["episodes"] == len(episodes)
     assert counts["turns"] == sum(len(e["turns"]) for e in episodes)
     assert counts["images"] == counts["loaded"] == sum(1 for e in episodes for t in e["turns"] if t["png"])
+    assert visible_after_slide == [f"step-{max(e['step'] for e in episodes)}"]
+    assert visible_after_all == steps == len({e["step"] for e in episodes})
     assert screenshot.startswith(b"\x89PNG")
 
 

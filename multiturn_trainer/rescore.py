@@ -1,0 +1,172 @@
+"""`watercolour replay RUN_DIR --rescore PRESET`: the same paintings under another reward.
+
+Every turn the run scored (first and last, or all of them for ``reward_turn: best``) is scored
+again from its recorded PNG and code with another mix or scorer, e.g. a run trained on
+``hps-only`` re-scored with ``judge-led``. The new components are written next to the old
+ones in ``RUN_DIR/rescored/<preset>.jsonl`` (one line per episode; ``episodes.jsonl`` is never
+rewritten), and the agreement is printed: Spearman rank correlation of the episode rewards,
+per-step means, and the episodes whose rank moved most.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from multiturn_trainer.store import RunStore, mean
+from rewards.mixer import PaintingToScore
+
+RESCORED = "rescored"
+
+
+def scored_turns(config: dict[str, Any], episode: dict[str, Any]) -> list[dict[str, Any]]:
+    """The turns the trainer scored: first and last, or every turn when it rewarded the best."""
+    turns = episode["turns"]
+    if config.get("reward_turn") == "best":
+        wanted = {t["turn"] for t in turns}
+    else:
+        wanted = {1, int(config.get("turns") or len(turns))}
+    return [t for t in turns if t["turn"] in wanted and not t.get("infrastructure_failed")]
+
+
+def episode_reward(config: dict[str, Any], turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
+    """The trainer's rule (grpo.MultiTurnGRPOTrainer._score) applied to recomputed turn rewards."""
+    if config.get("reward_turn") == "best":
+        candidates = [(r, t) for t, r in turn_rewards.items() if r is not None]
+        return max(candidates) if candidates else (None, None)
+    last = int(config.get("turns") or max(turn_rewards, default=1))
+    return turn_rewards.get(last), last
+
+
+def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None, hps_url: str | None = None,
+                   judge_url: str | None = None, judge_model: str | None = None):
+    from rewards.commands import build_scorer
+    from rewards.pool import ReferencePool
+
+    args = SimpleNamespace(preset=preset, hps_url=hps_url or config.get("hps_url"),
+                           judge_url=judge_url or config.get("judge_url"),
+                           judge_model=judge_model or config.get("judge_model"))
+    return build_scorer(args, ReferencePool.load(pool or config.get("pool") or "pools/starter"))
+
+
+def rescore(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
+    """One record per episode with the new and the old reward of every scored turn."""
+    from tqdm import tqdm
+
+    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for episode in episodes:
+        by_step[episode["step"]].append(episode)
+    records = []
+    # One step at a time: a judge endpoint sees at most one step's paintings in flight.
+    for step in tqdm(sorted(by_step), desc=f"rescore {scorer.mix.name}", unit="step"):
+        jobs = [(episode, turn) for episode in by_step[step] for turn in scored_turns(config, episode)]
+        paintings = [PaintingToScore(
+            png=(store.root / turn["png"]).read_bytes() if turn.get("png") else None,
+            code=turn.get("code") or turn.get("reply"), passed=bool(turn["passed"]),
+            subject=episode["subject"], group_seed=int(episode["seed"]),
+        ) for episode, turn in jobs]
+        results = scorer.score_many_sync(paintings) if paintings else []
+        new_scores: dict[str, dict[int, Any]] = defaultdict(dict)
+        for (episode, turn), result in zip(jobs, results):
+            new_scores[episode["episode_id"]][turn["turn"]] = result
+        for episode in by_step[step]:
+            scores = new_scores.get(episode["episode_id"], {})
+            reward, rewarded_turn = episode_reward(config, {t: r.total for t, r in scores.items()})
+            records.append({
+                "episode_id": episode["episode_id"], "step": step, "group": episode["group"],
+                "index": episode["index"], "subject": episode["subject"],
+                "preset": scorer.mix.name, "reward": reward, "rewarded_turn": rewarded_turn,
+                "old_preset": episode.get("preset"), "old_reward": episode["reward"],
+                "turns": [{
+                    "turn": turn["turn"],
+                    "reward": scores[turn["turn"]].total if turn["turn"] in scores else None,
+                    "components": scores[turn["turn"]].components if turn["turn"] in scores else None,
+                    "old_reward": turn.get("reward"), "old_components": turn.get("components"),
+                } for turn in episode["turns"]],
+            })
+    return records
+
+
+def write_rescored(store: RunStore, preset_name: str, records: list[dict[str, Any]]) -> Path:
+    folder = store.root / RESCORED
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{Path(preset_name).stem}.jsonl"
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties sharing their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    result = [0.0] * len(values)
+    position = 0
+    while position < len(order):
+        end = position
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[position]]:
+            end += 1
+        for i in order[position:end + 1]:
+            result[i] = (position + end) / 2 + 1
+        position = end + 1
+    return result
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation (Pearson on tie-averaged ranks); None when undefined."""
+    if len(a) < 2:
+        return None
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var_a = sum((x - ma) ** 2 for x in ra)
+    var_b = sum((y - mb) ** 2 for y in rb)
+    if var_a == 0 or var_b == 0:
+        return None
+    return cov / (var_a * var_b) ** 0.5
+
+
+def agreement(records: list[dict[str, Any]], top: int = 5) -> dict[str, Any]:
+    """Rank correlation, per-step means and the episodes that moved most (by rank percentile)."""
+    both = [r for r in records if r["reward"] is not None and r["old_reward"] is not None]
+    old = [r["old_reward"] for r in both]
+    new = [r["reward"] for r in both]
+    moved = []
+    if both:
+        old_ranks, new_ranks = ranks(old), ranks(new)
+        scale = max(1, len(both) - 1)
+        for record, was, now in zip(both, old_ranks, new_ranks):
+            moved.append({**record, "old_rank": was, "new_rank": now, "rank_shift": (now - was) / scale})
+        moved.sort(key=lambda r: -abs(r["rank_shift"]))
+    steps = []
+    for step in sorted({r["step"] for r in records}):
+        chosen = [r for r in records if r["step"] == step]
+        steps.append({
+            "step": step,
+            "old": mean([r["old_reward"] for r in chosen if r["old_reward"] is not None]),
+            "new": mean([r["reward"] for r in chosen if r["reward"] is not None]),
+            "dropped": sum(1 for r in chosen if r["reward"] is None),
+        })
+    return {"episodes": len(records), "compared": len(both), "spearman": spearman(old, new),
+            "steps": steps, "moved": moved[:top]}
+
+
+def print_agreement(summary: dict[str, Any], old_name: str, new_name: str) -> None:
+    def f(value):
+        return "-" if value is None else f"{value:.3f}"
+
+    rho = summary["spearman"]
+    print(f"rescore: {summary['compared']}/{summary['episodes']} episodes scored by both; "
+          f"spearman({old_name}, {new_name}) = {f(rho)}")
+    print(f"step  {old_name:>14}  {new_name:>14}  unscored")
+    for row in summary["steps"]:
+        print(f"{row['step']:>4}  {f(row['old']):>14}  {f(row['new']):>14}  {row['dropped']:>8}")
+    if summary["moved"]:
+        print("moved most (rank among compared episodes, old -> new):")
+        for r in summary["moved"]:
+            print(f"  {r['episode_id']:>10}  {r['subject'][:32]:<32}  {f(r['old_reward'])} (#{r['old_rank']:g})"
+                  f" -> {f(r['reward'])} (#{r['new_rank']:g})")

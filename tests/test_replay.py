@@ -1,0 +1,143 @@
+"""`watercolour replay` on a run directory recorded by the tiny trainer: rescore, export, continue."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, tiny_config
+from fake_openai_server import FakeOpenAIServer, prefer_image
+from multiturn_trainer.continuation import continue_run
+from multiturn_trainer.export import export_dataset
+from multiturn_trainer.replay import load_run
+from multiturn_trainer.rescore import agreement, build_rescorer, ranks, rescore, spearman, write_rescored
+from multiturn_trainer.train import train
+
+
+@pytest.fixture(scope="module")
+def recorded_run(dense_policy, environments, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("recorded") / "run"
+    summary = train(tiny_config(dense_policy, out, steps=2, save_steps=1), environments=environments)
+    assert summary.episodes == 4
+    return out
+
+
+def painted(episodes) -> list[tuple[dict, dict]]:
+    return [(e, t) for e in episodes for t in e["turns"] if t["png"]]
+
+
+def test_rank_correlation_handles_ties_and_constant_inputs():
+    assert ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 1], [1, 2, 3]) is None and spearman([1], [2]) is None
+
+
+def test_rescore_with_a_judge_writes_new_components_next_to_the_old(recorded_run):
+    store, config, episodes = load_run(recorded_run)
+    # A real HTTP judge on 127.0.0.1 that prefers the run's first painted final turn to any
+    # reference, and is position-biased (a split, 0.5) on everything else.
+    favourite = next(((e, t) for e, t in painted(episodes) if t["turn"] == 2 and t["passed"]), None)
+    favourite_png = (store.root / favourite[1]["png"]).read_bytes() if favourite else b"none"
+    with FakeOpenAIServer(rule=prefer_image(favourite_png)) as server:
+        scorer = build_rescorer(config, "style-judge", judge_url=server.base_url, judge_model="judge-model")
+        records = rescore(store, config, episodes, scorer)
+        judged = len(server.chat_requests())
+    path = write_rescored(store, scorer.mix.name, records)
+    assert path == recorded_run / "rescored" / "style-judge.jsonl"
+    assert [json.loads(line) for line in path.read_text().splitlines()] == records
+    assert (recorded_run / "episodes.jsonl").read_text().count("\n") == 4  # the record is never rewritten
+    by_id = {e["episode_id"]: e for e in episodes}
+    passing_final = 0
+    for record in records:
+        episode = by_id[record["episode_id"]]
+        assert record["old_reward"] == episode["reward"] and record["preset"] == "style-judge"
+        for new, old in zip(record["turns"], episode["turns"]):
+            assert new["old_components"] == old["components"] and new["old_reward"] == old["reward"]
+            if old["components"] is None:
+                assert new["components"] is None  # a turn the run never scored stays unscored
+                continue
+            assert set(new["components"]) >= {"gate", "length"}
+            if old["passed"] and old["png"]:
+                # Same bytes, same verdict: the over-fitted test policy often repeats a painting.
+                expected = 1.0 if (store.root / old["png"]).read_bytes() == favourite_png else 0.5
+                assert new["components"]["judge"] == pytest.approx(expected)
+                assert new["components"]["style"] == pytest.approx(old["components"]["style"])
+                passing_final += old["turn"] == 2
+            else:
+                assert new["reward"] == 0.0  # the gate zeroes the mix, judge never asked
+        assert record["reward"] == record["turns"][-1]["reward"]
+    assert judged >= 2 * 2 * passing_final  # two references, both orders
+    summary = agreement(records)
+    assert summary["episodes"] == 4 and len(summary["steps"]) == 2
+    assert summary["moved"] and all("rank_shift" in r for r in summary["moved"])
+
+
+def test_export_is_a_dataset_that_load_dataset_reads(recorded_run, tmp_path):
+    from datasets import load_dataset
+
+    store, _, episodes = load_run(recorded_run)
+    out = export_dataset(store, episodes, tmp_path / "export")
+    rows = load_dataset(str(out), split="train")
+    assert rows.num_rows == sum(len(e["turns"]) for e in episodes)
+    public = {"file_name", "source_file", "run", "step", "position_in_group", "reward", "code", "code_chars",
+              "n_shapes", "n_fill_calls", "brush_methods_used"}
+    assert public | {"turn", "episode_id", "final", "image"} <= set(rows.column_names)
+    recorded = {(e["episode_id"], t["turn"]): (e, t) for e in episodes for t in e["turns"]}
+    for row in rows:
+        episode, turn = recorded[(row["episode_id"], row["turn"])]
+        assert row["final"] == (turn["turn"] == len(episode["turns"]))
+        assert row["code"] == (turn["code"] or "") and row["step"] == episode["step"]
+        assert row["position_in_group"] == episode["index"] and row["reward"] == turn["reward"]
+        if turn["png"]:
+            image = row["image"]
+            assert image is not None and image.size == (200, 200)
+            assert row["file_name"].endswith(f"t{turn['turn']}.png")
+        else:
+            assert row["image"] is None and row["file_name"] is None
+
+
+def test_continue_from_turn_two_keeps_the_recorded_first_turn(recorded_run, environments, tmp_path):
+    store, config, episodes = load_run(recorded_run)
+    ordered = sorted(episodes, key=lambda e: (e["step"], e["group"], e["index"]))
+    out = tmp_path / "continued"
+    summary = continue_run(recorded_run, ordered, 2, recorded_run / "checkpoints" / "step-1", out,
+                           environments=environments)
+    assert summary["episodes"] == 4 and summary["gallery"].is_file()
+    # The new policy saw byte-identical starting paintings.
+    assert summary["prefix_identical"] == summary["prefix_paintings"] == sum(1 for e in episodes if e["turns"][0]["png"])
+    _, new_config, continued = load_run(out)
+    assert new_config["turns"] == 2
+    by_id = {e["episode_id"]: e for e in episodes}
+    for record in continued:
+        old = by_id[record["continued_from"]["episode_id"]]
+        assert record["episode_id"] == old["episode_id"] and record["continued_from"]["turn"] == 2
+        assert record["turns"][0]["reply"] == old["turns"][0]["reply"]
+        assert record["turns"][0]["passed"] == old["turns"][0]["passed"]
+        assert len(record["turns"]) == 2 and record["turns"][1]["reply"]
+        assert record["reward"] is not None or record["turns"][1]["infrastructure_failed"]
+    for step in (1, 2):
+        assert (out / "renders" / f"step-{step:05d}" / "contact_sheet.png").is_file()
+    with pytest.raises(SystemExit, match="already holds episodes"):
+        continue_run(recorded_run, ordered, 2, recorded_run / "checkpoints" / "step-1", out, environments=environments)
+    with pytest.raises(SystemExit, match="between 1 and 2"):
+        continue_run(recorded_run, ordered, 3, recorded_run / "checkpoints" / "step-1", tmp_path / "x",
+                     environments=environments)
+
+
+def test_replay_command_line_prints_statistics_gallery_and_export(recorded_run, tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "watercolour.cli", "replay", str(recorded_run), "--gallery", str(tmp_path / "g.html"),
+         "--export", str(tmp_path / "dataset")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "turn  episodes  reward" in completed.stdout and "export:" in completed.stdout
+    assert (tmp_path / "g.html").is_file() and (tmp_path / "dataset" / "README.md").is_file()
+    bad = subprocess.run([sys.executable, "-m", "watercolour.cli", "replay", str(recorded_run), "--continue-from", "2"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "go together" in bad.stderr
