@@ -4,6 +4,8 @@ On disk::
 
     POOL_DIR/manifest.jsonl      one JSON object per painting (see PoolEntry)
     POOL_DIR/love/*.png          …and okay/, reject/
+    POOL_DIR/candidate/*.png     staged by `pool build`; rating changes the manifest's tier,
+                                 not where the file lives
     POOL_DIR/sources/*.js        the sketch behind each painting
 
 The judge compares a candidate with references drawn from here; the style reward
@@ -14,15 +16,21 @@ reader never sees half a manifest.
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import random
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-TIERS = ("love", "okay", "reject")
+# Rated tiers. `candidate` marks a painting staged by `watercolour pool build` and not yet
+# rated in `pool serve`; the judge and the style reward never use candidates.
+RATED_TIERS = ("love", "okay", "reject")
+CANDIDATE = "candidate"
+TIERS = RATED_TIERS + (CANDIDATE,)
 MANIFEST = "manifest.jsonl"
 
 
@@ -60,37 +68,61 @@ class Reference:
     tier: str
 
 
+@dataclass(frozen=True)
+class CorruptLine:
+    """A manifest line that does not parse: reported, and written back unchanged on save."""
+
+    number: int
+    text: str
+    error: str
+
+
 class ReferencePool:
-    def __init__(self, root: str | Path, entries: list[PoolEntry], description: str = ""):
+    def __init__(self, root: str | Path, entries: list[PoolEntry], description: str = "",
+                 corrupt: list[CorruptLine] | None = None):
         self.root = Path(root)
         self._entries = entries
         self.description = description
+        self.corrupt = corrupt or []
 
     # --- loading and saving ---------------------------------------------------------
 
     @classmethod
-    def load(cls, root: str | Path) -> "ReferencePool":
+    def load(cls, root: str | Path, keep_corrupt: bool = False) -> "ReferencePool":
+        """``keep_corrupt``: load around unparsable lines instead of refusing the pool (the
+        curation app reports them and keeps them verbatim, so a rating never drops a line)."""
         root = Path(root)
         manifest = root / MANIFEST
         if not manifest.is_file():
             raise FileNotFoundError(f"no {MANIFEST} in {root}: not a reference pool")
-        entries, problems = [], []
-        for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        entries, corrupt = [], []
+        for number, line in enumerate(manifest.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 entries.append(PoolEntry.from_mapping(json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                problems.append(f"{manifest}:{number}: {exc}")
-        if problems:
-            raise ValueError("corrupt pool manifest:\n" + "\n".join(problems))
+            except (ValueError, TypeError, AttributeError) as exc:
+                corrupt.append(CorruptLine(number, line, f"{type(exc).__name__}: {exc}"))
+        if corrupt and not keep_corrupt:
+            raise ValueError("corrupt pool manifest:\n" + "\n".join(f"{manifest}:{c.number}: {c.error}" for c in corrupt))
         description_file = root / "README.md"
         description = description_file.read_text(encoding="utf-8") if description_file.exists() else ""
-        return cls(root, entries, description)
+        return cls(root, entries, description, corrupt)
 
     def save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.root / MANIFEST, "".join(json.dumps(asdict(e)) + "\n" for e in self._entries))
+        lines = [json.dumps(asdict(e)) + "\n" for e in self._entries] + [c.text + "\n" for c in self.corrupt]
+        write_atomically(self.root / MANIFEST, "".join(lines))
+
+    def entry(self, entry_id: str) -> PoolEntry | None:
+        return next((e for e in self._entries if e.id == entry_id), None)
+
+    def image_path(self, entry: PoolEntry) -> Path | None:
+        """The entry's painting if it exists inside the pool folder (a manifest cannot point
+        the app at other files), else None."""
+        root = self.root.resolve()
+        path = (self.root / entry.file).resolve()
+        return path if path.is_relative_to(root) and path.is_file() else None
 
     # --- queries --------------------------------------------------------------------
 
@@ -146,6 +178,25 @@ class ReferencePool:
         return entry
 
 
+@contextmanager
+def locked_pool(root: str | Path):
+    """The pool, loaded fresh under an exclusive lock and saved when the block ends normally.
+
+    Every writer (the curation app's requests, `pool build`) goes through here, so two browser
+    tabs or a build running next to the app never overwrite each other's changes.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".manifest.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pool = ReferencePool.load(root, keep_corrupt=True) if (root / MANIFEST).is_file() else ReferencePool(root, [])
+            yield pool
+            pool.save()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def write_atomically(path: Path, text: str) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -192,8 +243,8 @@ def import_imagefolder(source_dir: str | Path, pool_dir: str | Path) -> Referenc
         base: Path = row.pop("_dir")
         image = base / row["file_name"]
         tier = str(row.get("tier", "")).strip().lower()
-        if tier not in TIERS:
-            raise ValueError(f"{image}: tier {row.get('tier')!r} is not one of {TIERS}")
+        if tier not in RATED_TIERS:
+            raise ValueError(f"{image}: tier {row.get('tier')!r} is not one of {RATED_TIERS}")
         name = Path(row["file_name"]).stem
         while name in taken:
             name += "_"

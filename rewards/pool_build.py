@@ -1,0 +1,226 @@
+"""`watercolour pool build`: gather candidate paintings for a subject and stage them for rating.
+
+Candidates come from a folder of sketches (or raw model replies), a training run's episodes,
+a local policy (HF generate) or an OpenAI-compatible endpoint. Sketches are rendered and
+gated with the project's renderer; those that pass are staged in the pool with tier
+``candidate`` (their coverage and, with ``--hps-url``, their HPSv3 score alongside), ready for
+`watercolour pool serve`. Duplicate paintings (same PNG bytes) are staged once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewards.pool import CANDIDATE, locked_pool
+
+SKETCH_SUFFIXES = (".js", ".txt", ".md")
+
+
+@dataclass
+class Candidate:
+    name: str
+    subject: str
+    code: str
+    generator: str
+    seed: int = 1
+    png: bytes | None = None  # known already (a run's recorded painting) or rendered here
+    paint_fraction: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BuildReport:
+    staged: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    failed: dict[str, list[str]] = field(default_factory=dict)  # name -> reason codes
+
+    def line(self, pool_dir: Path) -> str:
+        reasons: dict[str, int] = {}
+        for codes in self.failed.values():
+            for code in codes or ["no_painting"]:
+                reasons[code] = reasons.get(code, 0) + 1
+        why = ", ".join(f"{code} {count}" for code, count in sorted(reasons.items()))
+        return (f"pool build: staged {len(self.staged)} candidates in {pool_dir}, {self.duplicates} duplicates skipped, "
+                f"{len(self.failed)} failed the gate" + (f" ({why})" if why else ""))
+
+
+def slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit] or "sketch"
+
+
+def from_folder(folder: Path, subject: str, seed: int) -> list[Candidate]:
+    files = sorted(p for p in folder.iterdir() if p.suffix in SKETCH_SUFFIXES and p.is_file())
+    if not files:
+        raise SystemExit(f"watercolour pool build: no sketches ({', '.join(SKETCH_SUFFIXES)}) in {folder}")
+    return [Candidate(name=slug(p.stem), subject=subject, code=p.read_text(encoding="utf-8", errors="replace"),
+                      generator=f"folder {folder.name}", seed=seed, extra={"origin": str(p)}) for p in files]
+
+
+def from_run(run_dir: Path, subject: str | None) -> list[Candidate]:
+    """Every turn of the run that rendered and passed the gate, with its recorded painting."""
+    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines() if line.strip()]
+    if subject:
+        episodes = [e for e in episodes if e["subject"] == subject]
+        if not episodes:
+            raise SystemExit(f"watercolour pool build: no episode of {run_dir} paints {subject!r}")
+    found = []
+    for episode in episodes:
+        for turn in episode["turns"]:
+            if turn.get("png") and turn.get("passed") and (run_dir / turn["png"]).is_file():
+                found.append(Candidate(
+                    name=f"{slug(run_dir.name, 20)}-{episode['episode_id']}-t{turn['turn']}", subject=episode["subject"],
+                    code=turn.get("code") or "", generator=f"run {run_dir.name} step {episode['step']}",
+                    seed=int(episode["seed"]), png=(run_dir / turn["png"]).read_bytes(),
+                    paint_fraction=turn.get("paint_fraction"),
+                    extra={"origin": f"{run_dir}:{episode['episode_id']}:t{turn['turn']}",
+                           "episode_reward": episode.get("reward")},
+                ))
+    return found
+
+
+def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tokens: int,
+                temperature: float) -> list[Candidate]:
+    """Fresh turn-1 sketches from a local model (the same prompt the trainer uses)."""
+    import torch
+
+    from agent.messages import first_turn_messages
+    from multiturn_trainer.tiny_model import load_policy
+
+    model, processor = load_policy(model_dir)
+    model.eval()
+    text = processor.apply_chat_template(first_turn_messages(subject), add_generation_prompt=True, tokenize=False)
+    inputs = processor(text=[text] * count, return_tensors="pt").to(model.device)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        output = model.generate(**inputs, do_sample=True, temperature=temperature, max_new_tokens=max_new_tokens)
+    replies = processor.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    return [Candidate(name=f"{slug(subject)}-{slug(Path(model_dir).name, 20)}-{seed}-{i}", subject=subject, code=reply,
+                      generator=f"policy {model_dir}", seed=seed + i) for i, reply in enumerate(replies)]
+
+
+def from_endpoint(url: str, model: str, subject: str, count: int, seed: int, max_tokens: int,
+                  temperature: float, token: str | None = None) -> list[Candidate]:
+    """Fresh sketches from an OpenAI-compatible chat-completions server."""
+    import httpx
+
+    from agent.messages import first_turn_messages
+
+    messages = [{"role": m["role"], "content": "".join(p["text"] for p in m["content"] if p["type"] == "text")}
+                for m in first_turn_messages(subject)]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    found = []
+    with httpx.Client(timeout=300.0, headers=headers) as client:
+        for i in range(count):
+            try:
+                response = client.post(f"{url.rstrip('/')}/chat/completions", json={
+                    "model": model, "messages": messages, "max_tokens": max_tokens,
+                    "temperature": temperature, "seed": seed + i,
+                })
+                response.raise_for_status()
+                reply = response.json()["choices"][0]["message"]["content"]
+            except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+                raise SystemExit(f"watercolour pool build: the endpoint {url} failed on request {i + 1}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+            found.append(Candidate(name=f"{slug(subject)}-{slug(model, 20)}-{seed + i}", subject=subject, code=reply or "",
+                                   generator=f"endpoint {model}", seed=seed + i))
+    return found
+
+
+def render_candidates(candidates: list[Candidate], report: BuildReport, backend: str | None = None,
+                      deadline_s: float = 90.0) -> list[Candidate]:
+    """Render and gate those without a painting; keep the ones that pass."""
+    from env.core import SketchEvaluator
+
+    todo = [c for c in candidates if c.png is None]
+    if todo:
+        kwargs = {"backend": backend} if backend else {}
+        with SketchEvaluator(deadline_s=deadline_s, **kwargs) as evaluator:
+            outcomes = evaluator.evaluate_many([c.code for c in todo], [c.seed for c in todo])
+        for candidate, outcome in zip(todo, outcomes):
+            if outcome.passed and outcome.png is not None:
+                candidate.png, candidate.paint_fraction = outcome.png, outcome.paint_fraction
+                candidate.code = outcome.code or candidate.code
+            else:
+                report.failed[candidate.name] = list(outcome.violations)
+    return [c for c in candidates if c.png is not None and c.name not in report.failed]
+
+
+def score_hps(candidates: list[Candidate], hps_url: str) -> None:
+    from rewards.hps_client import HPSv3Client
+
+    scores = asyncio.run(HPSv3Client(hps_url).score([c.png for c in candidates], [c.subject for c in candidates]))
+    for candidate, score in zip(candidates, scores):
+        candidate.extra["hpsv3"] = score  # None when the scorer failed for this painting
+
+
+def stage(pool_dir: Path, candidates: list[Candidate], report: BuildReport) -> None:
+    with locked_pool(pool_dir) as pool:
+        seen = {e.extra.get("sha256") for e in pool.entries()}
+        taken = {e.id for e in pool.entries()}
+        for candidate in candidates:
+            digest = hashlib.sha256(candidate.png).hexdigest()
+            if digest in seen:
+                report.duplicates += 1
+                continue
+            seen.add(digest)
+            name = candidate.name
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            pool.add(candidate.png, CANDIDATE, name, subject=candidate.subject, source=candidate.code,
+                     generator=candidate.generator,
+                     paint_coverage=None if candidate.paint_fraction is None else round(candidate.paint_fraction, 4),
+                     sha256=digest, seed=candidate.seed, **candidate.extra)
+            report.staged.append(name)
+
+
+def build(args) -> BuildReport:
+    pool_dir = Path(args.pool or f"pools/{slug(args.subject or 'candidates')}")
+    sources = [bool(args.source), bool(args.policy), bool(args.endpoint)]
+    if sum(sources) != 1:
+        raise SystemExit("watercolour pool build: give exactly one of --from DIR|RUN_DIR, --policy MODEL, --endpoint URL")
+    if not args.subject and not (args.source and (Path(args.source) / "episodes.jsonl").is_file()):
+        raise SystemExit("watercolour pool build: --subject is required (except --from RUN_DIR, whose episodes name theirs)")
+    if args.source:
+        source = Path(args.source)
+        if not source.is_dir():
+            raise SystemExit(f"watercolour pool build: {source} is not a folder")
+        found = from_run(source, args.subject) if (source / "episodes.jsonl").is_file() else \
+            from_folder(source, args.subject, args.seed)
+    elif args.policy:
+        found = from_policy(args.policy, args.subject, args.count, args.seed, args.max_tokens, args.temperature)
+    else:
+        found = from_endpoint(args.endpoint, args.endpoint_model, args.subject, args.count, args.seed,
+                              args.max_tokens, args.temperature, args.token)
+    report = BuildReport()
+    passed = render_candidates(found, report, args.backend, args.deadline)
+    if args.hps_url and passed:
+        score_hps(passed, args.hps_url)
+    stage(pool_dir, passed, report)
+    print(report.line(pool_dir))
+    return report
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--subject", default=None, help="what the paintings show (the pool's subject label)")
+    parser.add_argument("--pool", default=None, metavar="POOL_DIR", help="default: pools/<subject>")
+    parser.add_argument("--from", dest="source", default=None, metavar="DIR|RUN_DIR",
+                        help="a folder of sketches (.js, or raw replies .txt/.md) or a run directory")
+    parser.add_argument("--policy", default=None, metavar="MODEL_DIR", help="generate with a local model")
+    parser.add_argument("--endpoint", default=None, metavar="URL",
+                        help="generate with an OpenAI-compatible server (…/v1)")
+    parser.add_argument("--endpoint-model", default="default", help="--endpoint: model name")
+    parser.add_argument("--token", default=None, help="--endpoint: bearer token")
+    parser.add_argument("--count", type=int, default=8, help="--policy/--endpoint: sketches to generate")
+    parser.add_argument("--max-tokens", type=int, default=4096)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1, help="render seed (and sampling seed)")
+    parser.add_argument("--hps-url", default=None, help="also score candidates with an HPSv3 server")
+    parser.add_argument("--backend", default=None, help="renderer backend (default: the renderer's)")
+    parser.add_argument("--deadline", type=float, default=90.0, help="seconds per render")
