@@ -95,6 +95,16 @@ def cmd_score(args) -> int:
 
 
 def cmd_pool(args) -> int:
+    if args.pool_command == "build":
+        from rewards.pool_build import build
+
+        build(args)
+        return 0
+    if args.pool_command == "serve":
+        from rewards.pool_app import serve
+
+        serve(args.pool, host=args.host, port=args.port)
+        return 0
     if args.pool_command == "build-starter":
         pool = build_starter_pool(args.out)
         print(f"starter pool: {pool.counts()} in {pool.root}")
@@ -104,16 +114,33 @@ def cmd_pool(args) -> int:
         print(f"imported: {pool.counts()} in {pool.root}")
         return 0
     if args.pool_command == "stats":
-        pool = ReferencePool.load(args.pool)
-        subjects = sorted({e.subject for e in pool.entries()})
-        stats = {
-            "pool": str(pool.root),
-            "tiers": pool.counts(),
-            "subjects": {s: {t: len(pool.entries(t, s)) for t in ("love", "okay", "reject")} for s in subjects},
-            "coverage": [e.paint_coverage for e in pool.entries() if e.paint_coverage is not None],
-        }
-        print(json.dumps(stats, indent=1) if args.json else
-              f"{pool.root}: {stats['tiers']} across {len(subjects)} subjects")
+        from rewards.pool_tools import format_statistics, pool_statistics
+
+        stats = pool_statistics(ReferencePool.load(args.pool))
+        print(json.dumps(stats, indent=1) if args.json else format_statistics(stats))
+        return 0
+    if args.pool_command == "export":
+        from rewards.pool_tools import export_pool
+
+        tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
+        try:
+            out = export_pool(ReferencePool.load(args.pool), args.out, tiers)
+        except (FileExistsError, ValueError) as error:
+            raise SystemExit(f"watercolour pool export: {error}")
+        print(f"exported {', '.join(tiers)} of {args.pool} to {out} (imagefolder: {out}/metadata.jsonl)")
+        return 0
+    if args.pool_command == "judge-check":
+        from rewards.http_retry import FatalScorerError
+        from rewards.judge import JudgeConfig
+        from rewards.pool_tools import format_consistency, judge_consistency
+
+        overrides = {"base_url": args.judge_url, **({"model": args.judge_model} if args.judge_model else {})}
+        try:
+            report = judge_consistency(ReferencePool.load(args.pool), JudgeConfig(**overrides),
+                                       samples=args.samples, seed=args.seed)
+        except FatalScorerError as error:
+            raise SystemExit(f"watercolour pool judge-check: {error}")
+        print(json.dumps(report, indent=1) if args.json else format_consistency(report))
         return 0
     raise AssertionError(args.pool_command)
 
@@ -138,10 +165,29 @@ def add_parsers(sub) -> None:
     imp = pool_sub.add_parser("import", help="import a local imagefolder copy of a Hub pool dataset")
     imp.add_argument("source")
     imp.add_argument("--out", required=True)
+    from rewards.pool_build import add_arguments as add_build_arguments
+
+    add_build_arguments(pool_sub.add_parser(
+        "build", help="render and stage candidate paintings for a subject (from sketches, a run, or a policy)"))
+    serve = pool_sub.add_parser("serve", help="rate a pool's candidates in a local web app (127.0.0.1)")
+    serve.add_argument("pool", metavar="POOL_DIR")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8020)
     hps = sub.add_parser("hps-serve", add_help=False,
                          help="serve HPSv3 scores over HTTP (options: see `watercolour hps-serve --help`)")
     hps.add_argument("hps_args", nargs=argparse.REMAINDER)
 
-    stats = pool_sub.add_parser("stats", help="counts per tier and subject")
+    stats = pool_sub.add_parser("stats", help="counts per tier and subject, paint coverage, judge reference draws")
     stats.add_argument("pool", nargs="?", default=str(STARTER_POOL_DIR))
     stats.add_argument("--json", action="store_true")
+    export = pool_sub.add_parser("export", help="write a pool as an imagefolder dataset (Hub layout)")
+    export.add_argument("pool")
+    export.add_argument("out", help="a new or empty folder")
+    export.add_argument("--tiers", default="love,okay", help="comma-separated rated tiers (default: love,okay)")
+    check = pool_sub.add_parser("judge-check", help="how consistent the judge is on a pool's own paintings")
+    check.add_argument("pool")
+    check.add_argument("--judge-url", required=True, help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    check.add_argument("--judge-model", default=None)
+    check.add_argument("--samples", type=int, default=8, help="rated paintings used as candidates")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--json", action="store_true")

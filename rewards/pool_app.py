@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,11 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from pydantic import BaseModel, Field
 
 from rewards.pool import CANDIDATE, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
+from rewards.pool_tools import pool_statistics
 
 PAGE = Path(__file__).resolve().parent / "static" / "pool_app.html"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RATINGS_LOG = "ratings.jsonl"
-# The judge draws this many references of each tier per GRPO group (rewards/judge.py).
-JUDGE_DRAW = {"love": 2, "okay": 2}
 
 
 class Rating(BaseModel):
@@ -45,26 +43,10 @@ def entry_view(pool: ReferencePool, entry: PoolEntry) -> dict[str, Any]:
 
 
 def pool_stats(pool: ReferencePool) -> dict[str, Any]:
-    """Counts per tier and subject, the coverage distribution, and what the judge can draw."""
-    entries = pool.entries()
-    subjects = sorted({e.subject for e in entries})
-    per_subject = {s: {t: len(pool.entries(t, s)) for t in TIERS} for s in subjects}
-    coverage = [e.paint_coverage for e in entries if e.paint_coverage is not None]
-    bins = [0] * 10
-    for value in coverage:
-        bins[min(9, max(0, int(value * 10)))] += 1
-    counts = pool.counts()
-    judge = {
-        "references": counts["love"] + counts["okay"],
-        "full_draw": all(counts[t] >= n for t, n in JUDGE_DRAW.items()),
-        "subjects_with_own_full_draw": [s for s in subjects if all(per_subject[s][t] >= n for t, n in JUDGE_DRAW.items())],
-    }
+    """`pool stats` (counts, coverage, what the judge can draw) plus what the page must warn about."""
     return {
-        "tiers": counts, "subjects": per_subject, "total": len(entries),
-        "coverage": {"bins": bins, "median": statistics.median(coverage) if coverage else None,
-                     "min": min(coverage, default=None), "max": max(coverage, default=None)},
-        "judge": judge,
-        "missing_images": [e.id for e in entries if pool.image_path(e) is None],
+        **pool_statistics(pool),
+        "missing_images": [e.id for e in pool.entries() if pool.image_path(e) is None],
         "corrupt_lines": [{"line": c.number, "error": c.error} for c in pool.corrupt],
     }
 
