@@ -18,6 +18,7 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
 from env.models import WatercolourAction, WatercolourObservation, WatercolourState
+from env.security import resolve_token
 
 # A step waits for a render that may queue behind every other session's: realistic
 # paintings take 10-42 s each on a 2-core machine, so openenv's 60 s default would time out
@@ -28,7 +29,12 @@ DEFAULT_MESSAGE_TIMEOUT_S = 900.0
 class WatercolourEnv(EnvClient[WatercolourAction, WatercolourObservation, WatercolourState]):
     """Typed client: ``reset(subject=..., seed=..., turns=...)`` and ``step(WatercolourAction)``."""
 
-    def __init__(self, base_url: Optional[str] = None, message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S, **kwargs: Any):
+    def __init__(self, base_url: Optional[str] = None, message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S,
+                 token: Optional[str] = None, **kwargs: Any):
+        """``token``: the server's bearer token (default: ``WATERCOLOUR_TOKEN``, if set)."""
+        token = resolve_token(token)
+        if token:
+            kwargs["headers"] = {**(kwargs.get("headers") or {}), "Authorization": f"Bearer {token}"}
         super().__init__(base_url=base_url, message_timeout_s=message_timeout_s, **kwargs)
 
     def _step_payload(self, action: Union[WatercolourAction, str]) -> Dict[str, Any]:

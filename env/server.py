@@ -20,7 +20,6 @@ import functools
 import os
 from typing import Any, Optional, Union
 
-from fastapi import FastAPI
 from openenv.core.env_server.http_server import create_app as create_openenv_app
 
 from env.contract import SketchContract
@@ -28,6 +27,8 @@ from env.core import SketchEvaluator
 from env.environment import ENVIRONMENT_NAME, SharedEvaluator, WatercolourEnvironment
 from env.models import WatercolourAction, WatercolourObservation, WatercolourState
 from env.renderer import BACKENDS, DEFAULT_BACKEND
+from env.security import (DEFAULT_MAX_BODY_BYTES, DEFAULT_WS_MAX_BYTES, TokenGuard, require_token_off_loopback,
+                          resolve_token)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -46,13 +47,17 @@ def create_app(
     pool_size: Optional[int] = None,
     pixel_density: float = 1.0,
     contract: Optional[SketchContract] = None,
-) -> FastAPI:
+    token: Optional[str] = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+):
     """Build the FastAPI app.
 
     With ``evaluator`` given, every session renders through it and the caller owns it
     (``backend``, ``deadline_s``, ``pool_size``, ``pixel_density`` and ``contract`` are then
     unused). Without one, the app creates a shared evaluator on the first step and closes
-    it when the app shuts down.
+    it when the app shuts down. With ``token`` every request and WebSocket handshake must
+    carry it (``env/security.py``); HTTP bodies are capped at ``max_body_bytes`` either way.
+    The result is the FastAPI app wrapped in that guard (``.app`` is the FastAPI app).
     """
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ValueError(f"max_sessions must be a positive integer, got {max_sessions!r}")
@@ -92,7 +97,7 @@ def create_app(
             await asyncio.to_thread(owned.close)
 
         app.router.on_shutdown.append(close_owned_evaluator)
-    return app
+    return TokenGuard(app, token, max_body_bytes)
 
 
 def serve(
@@ -104,21 +109,25 @@ def serve(
     pool_size: Optional[int] = None,
     pixel_density: float = 1.0,
     log_level: str = "info",
+    token: Optional[str] = None,
 ) -> None:
     """Run the server in the foreground until interrupted."""
     import uvicorn
 
+    token = resolve_token(token)
+    require_token_off_loopback("serve", host, token)
     app = create_app(
         max_sessions=max_sessions,
         backend=backend,
         deadline_s=deadline,
         pool_size=pool_size,
         pixel_density=pixel_density,
+        token=token,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=DEFAULT_WS_MAX_BYTES)
 
 
-def app_from_environment() -> FastAPI:
+def app_from_environment():
     """The app that ``env.server:app`` names, configured by ``WATERCOLOUR_*`` variables."""
     pool_size = os.environ.get("WATERCOLOUR_POOL_SIZE")
     return create_app(
@@ -127,11 +136,12 @@ def app_from_environment() -> FastAPI:
         deadline_s=float(os.environ.get("WATERCOLOUR_DEADLINE", DEFAULT_DEADLINE_S)),
         pool_size=int(pool_size) if pool_size else None,
         pixel_density=float(os.environ.get("WATERCOLOUR_PIXEL_DENSITY", 1.0)),
+        token=resolve_token(None),
     )
 
 
 @functools.lru_cache(maxsize=1)
-def _module_app() -> FastAPI:
+def _module_app():
     return app_from_environment()
 
 

@@ -158,8 +158,10 @@ def serve_hps(
     """Load HPSv3 from ``config`` (an ``HPSv3Config``) and serve it until interrupted."""
     import uvicorn
 
-    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        logger.warning("HPSv3 server listens on %s without a token: anyone who can reach it may use the GPU", host)
+    from env.security import require_token_off_loopback
+
+    # Anyone who can reach an open scorer may use the GPU: elsewhere than loopback, a token.
+    require_token_off_loopback("hps-serve", host, token or None)
     scorer = HPSv3Scorer(config or HPSv3Config())
     app = create_hps_app(scorer, max_request_bytes=max_request_bytes, token=token, max_images=max_images)
     uvicorn.run(app, host=host, port=port, log_level="info")

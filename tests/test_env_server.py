@@ -299,3 +299,46 @@ def test_png_helper_rejects_data_that_is_not_a_png():
     assert png_bytes(WatercolourObservation()) is None
     with pytest.raises(ValueError, match="not hold a PNG"):
         png_bytes(WatercolourObservation(image_png_base64=base64.b64encode(b"GIF89a").decode()))
+
+
+# --- security: token, size limits, binding ------------------------------------------------------
+
+
+def test_token_is_checked_on_every_request_and_handshake(evaluator):
+    from env.security import DEFAULT_MAX_BODY_BYTES
+
+    with running_server(create_app(evaluator, max_sessions=4, token="s3cret")) as url:
+        with httpx.Client(base_url=url, timeout=10) as http:
+            assert http.get("/health").status_code == 200  # liveness probes carry no token
+            assert http.get("/metadata").status_code == 401
+            assert http.get("/metadata", headers={"Authorization": "Bearer wrong"}).status_code == 401
+            assert http.get("/metadata", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+            # Too large: refused from Content-Length before the body is read, token or not.
+            big = http.post("/reset", content=b"x" * (DEFAULT_MAX_BODY_BYTES + 1),
+                            headers={"Authorization": "Bearer s3cret", "Content-Type": "application/json"})
+            assert big.status_code == 413
+        with pytest.raises(Exception):
+            with WatercolourEnv(base_url=url, token="wrong").sync() as client:
+                client.reset(subject="a pear", seed=0, turns=1)
+        with WatercolourEnv(base_url=url, token="s3cret").sync() as client:
+            client.reset(subject="a pear", seed=0, turns=1)
+            assert client.step(SMALL_REPLY).observation.passed
+
+
+def test_chunked_bodies_over_the_limit_are_refused(evaluator):
+    with running_server(create_app(evaluator, max_sessions=2, max_body_bytes=1000)) as url:
+        with httpx.Client(base_url=url, timeout=10) as http:
+            chunks = iter([b"{" + b" " * 600, b" " * 600 + b"}"])  # no Content-Length: streamed
+            response = http.post("/reset", content=chunks, headers={"Content-Type": "application/json"})
+            assert response.status_code == 413
+
+
+def test_services_refuse_other_addresses_without_a_token(monkeypatch):
+    from env.server import serve
+    from rewards.hps_server import serve_hps
+
+    monkeypatch.delenv("WATERCOLOUR_TOKEN", raising=False)
+    with pytest.raises(SystemExit, match="without a token"):
+        serve(host="0.0.0.0", port=1)
+    with pytest.raises(SystemExit, match="without a token"):
+        serve_hps(host="0.0.0.0", port=1)

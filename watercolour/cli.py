@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     serve.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS")
     serve.add_argument("--pool-size", type=int, default=None)
+    serve.add_argument("--token", default=None,
+                       help="bearer token every request must carry (default: $WATERCOLOUR_TOKEN); "
+                            "required to bind anything but 127.0.0.1")
 
     bench = sub.add_parser("bench", help="benchmarks that print ratios measured side by side")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         from env.server import serve
 
         serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,
-              deadline=args.deadline, pool_size=args.pool_size)
+              deadline=args.deadline, pool_size=args.pool_size, token=args.token)
         return 0
     if args.command == "bench" and args.bench_command == "render":
         from env.commands import cmd_bench_render
