@@ -82,22 +82,32 @@ class InProcessEnvironments:
 class RemoteEnvironments:
     """One OpenEnv WebSocket session per episode, spread round-robin across ``urls``.
 
-    The sessions live on a private event-loop thread (the trainer has no loop of its own);
-    a session that fails mid-episode makes that episode's later turns infrastructure
-    failures, so its reward becomes None instead of a made-up score.
+    The sessions live on a private event-loop thread (the trainer has no loop of its own).
+    A session that fails mid-episode (the server restarted, the connection dropped) is
+    retried: a new session is opened, reset with the episode's subject and seed, and the
+    episode's earlier replies are sent again — rendering is deterministic, so it arrives at
+    the same state — before the current reply. Only when ``reconnect_attempts`` are spent do
+    the episode's remaining turns become infrastructure failures, so its reward is None,
+    never a made-up score.
     """
 
-    def __init__(self, urls: list[str], message_timeout_s: float | None = None):
+    def __init__(self, urls: list[str], message_timeout_s: float | None = None, token: str | None = None,
+                 reconnect_attempts: int = 3, reconnect_delay_s: float = 2.0):
         if not urls:
             raise ValueError("RemoteEnvironments needs at least one server URL")
         self.urls = list(urls)
         self.message_timeout_s = message_timeout_s
+        self.token = token
+        self.reconnect_attempts = reconnect_attempts
+        self.reconnect_delay_s = reconnect_delay_s
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="remote-envs", daemon=True)
         self._thread.start()
         self._clients: list[Any] = []
         self._broken: list[str | None] = []
+        self._episodes: list[dict[str, Any]] = []  # subject, seed, replies so far, url
         self._turns = 1
+        self.reconnects = 0  # sessions re-opened after a failure (for logs and tests)
 
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -105,26 +115,58 @@ class RemoteEnvironments:
     def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None:
         self._run(self._close_clients())
         self._turns = turns
-        self._clients, self._broken = self._run(self._open(subjects, seeds, turns))
+        self._episodes = [{"subject": s, "seed": seed, "replies": [], "url": self.urls[i % len(self.urls)]}
+                          for i, (s, seed) in enumerate(zip(subjects, seeds))]
+        self._clients, self._broken = self._run(self._open_all())
 
-    async def _open(self, subjects, seeds, turns):
+    def _client(self, url: str):
         from env.client import DEFAULT_MESSAGE_TIMEOUT_S, WatercolourEnv
 
-        timeout = self.message_timeout_s or DEFAULT_MESSAGE_TIMEOUT_S
+        return WatercolourEnv(base_url=url, message_timeout_s=self.message_timeout_s or DEFAULT_MESSAGE_TIMEOUT_S,
+                              token=self.token)
 
-        async def one(index: int, subject: str, seed: int):
-            url = self.urls[index % len(self.urls)]
-            client = WatercolourEnv(base_url=url, message_timeout_s=timeout)
-            try:
-                await client.connect()
-                await client.reset(subject=subject, seed=seed, turns=turns)
-                return client, None
-            except Exception as exc:  # noqa: BLE001 - a dead server is an infrastructure failure
-                await _close_quietly(client)
-                return None, f"reset failed on {url}: {exc}"
+    async def _open(self, episode: dict[str, Any]):
+        """A fresh session at the episode's start: (client, None) or (None, why not)."""
+        client = self._client(episode["url"])
+        try:
+            await client.connect()
+            await client.reset(subject=episode["subject"], seed=episode["seed"], turns=self._turns)
+            return client, None
+        except Exception as exc:  # noqa: BLE001 - a dead server is an infrastructure failure
+            await _close_quietly(client)
+            return None, f"reset failed on {episode['url']}: {exc}"
 
-        pairs = await asyncio.gather(*(one(i, s, seed) for i, (s, seed) in enumerate(zip(subjects, seeds))))
+    async def _open_all(self):
+        pairs = await asyncio.gather(*(self._open_with_retries(e) for e in self._episodes))
         return [client for client, _ in pairs], [error for _, error in pairs]
+
+    async def _open_with_retries(self, episode: dict[str, Any]):
+        """A session replayed up to the episode's current turn: (client, None) or (None, why)."""
+        why = "no attempt"
+        for attempt in range(max(1, self.reconnect_attempts)):
+            if attempt:
+                await asyncio.sleep(self.reconnect_delay_s * 2 ** (attempt - 1))
+            client, why = await self._open(episode)
+            if client is None:
+                continue
+            try:
+                for reply in episode["replies"]:
+                    await client.step(reply)
+            except Exception as exc:  # noqa: BLE001
+                await _close_quietly(client)
+                why = f"replaying the episode failed: {exc}"
+                continue
+            return client, None
+        return None, why
+
+    async def _reopen(self, index: int) -> str | None:
+        """Replace episode ``index``'s broken session; None on success, else why not."""
+        if self._clients[index] is not None:
+            await _close_quietly(self._clients[index])
+        self._clients[index], why = await self._open_with_retries(self._episodes[index])
+        if why is None:
+            self.reconnects += 1
+        return why
 
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
         if len(replies) != len(self._clients):
@@ -135,19 +177,29 @@ class RemoteEnvironments:
         from env.client import infrastructure_failed, png_bytes
 
         async def one(index: int, reply: str) -> TurnObservation:
-            client = self._clients[index]
-            if client is not None and self._broken[index] is None:
+            for attempt in range(2):  # the session as it is, then once more after reopening it
+                client = self._clients[index]
+                if client is None or self._broken[index] is not None:
+                    break
                 try:
                     result = await client.step(reply)
-                    o = result.observation
-                    return TurnObservation(
-                        turn=turn, code=o.metadata.get("code"), png=png_bytes(o), passed=o.passed,
-                        violations=list(o.violations), errors=list(o.errors), paint_fraction=o.paint_fraction,
-                        render_ms=o.render_ms, feedback=o.feedback, infrastructure_failed=infrastructure_failed(o),
-                        stats=dict(o.metadata.get("stats") or {}),
-                    )
                 except Exception as exc:  # noqa: BLE001
-                    self._broken[index] = f"step failed: {exc}"
+                    if attempt == 0:
+                        failure = await self._reopen(index)
+                        if failure is None:
+                            continue
+                        self._broken[index] = f"step failed ({exc}); reconnecting: {failure}"
+                    else:
+                        self._broken[index] = f"step failed after reconnecting: {exc}"
+                    break
+                self._episodes[index]["replies"].append(reply)
+                o = result.observation
+                return TurnObservation(
+                    turn=turn, code=o.metadata.get("code"), png=png_bytes(o), passed=o.passed,
+                    violations=list(o.violations), errors=list(o.errors), paint_fraction=o.paint_fraction,
+                    render_ms=o.render_ms, feedback=o.feedback, infrastructure_failed=infrastructure_failed(o),
+                    stats=dict(o.metadata.get("stats") or {}),
+                )
             reason = self._broken[index] or "no session"
             return TurnObservation(
                 turn=turn, code=None, png=None, passed=False, violations=["infrastructure_error"], errors=[reason],
@@ -180,6 +232,8 @@ async def _close_quietly(client) -> None:
 
 def make_environments(config) -> EpisodeEnvironments:
     if config.env_urls:
+        # The servers' token comes from WATERCOLOUR_TOKEN, never from the config: config.yaml
+        # is written into the run directory.
         return RemoteEnvironments(config.env_urls)
     kwargs: dict[str, Any] = {}
     if config.render_backend:

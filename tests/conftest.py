@@ -101,13 +101,19 @@ def loopback_listener():
     listener.close()
 
 
-__all__ = ["running_server", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+__all__ = ["running_server", "free_port", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
 
 
 @contextmanager
-def running_server(app):
-    """uvicorn on 127.0.0.1 with a free port, in a thread of this process."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+def running_server(app, port: int = 0):
+    """uvicorn on 127.0.0.1 (a free port unless given), in a thread of this process."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import ROOT, SMALL_SKETCH, running_server, tiny_config
+from conftest import ROOT, SMALL_SKETCH, free_port, running_server, tiny_config
 from env.server import create_app
 from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
 from multiturn_trainer.environments import RemoteEnvironments
@@ -360,13 +360,37 @@ def test_remote_environments_spread_sessions_over_servers(evaluator):
             assert "no_code" in observations[2].violations and "Turn 1 of 2" in observations[0].feedback
         finally:
             remote.close()
-    dead = RemoteEnvironments(["http://127.0.0.1:9"])
+    dead = RemoteEnvironments(["http://127.0.0.1:9"], reconnect_attempts=2, reconnect_delay_s=0.1)
     try:
         dead.reset(["a"], [1], turns=1)
         [observation] = dead.step([reply], turn=1)
         assert observation.infrastructure_failed and observation.png is None
     finally:
         dead.close()
+
+
+def test_remote_episodes_survive_a_server_restart_and_report_a_server_that_stays_down(evaluator):
+    reply = f"```js\n{SMALL_SKETCH}```"
+    port = free_port()
+    remote = RemoteEnvironments([f"http://127.0.0.1:{port}"], reconnect_attempts=2, reconnect_delay_s=0.2)
+    try:
+        with running_server(create_app(evaluator, max_sessions=4), port=port):
+            remote.reset(["a pear", "a lake"], [1, 2], turns=3)
+            first = remote.step([reply, reply], turn=1)
+        # The server is gone and comes back on the same port: every session is reopened and
+        # replayed to turn 1 (deterministic renders), then turn 2 goes through.
+        with running_server(create_app(evaluator, max_sessions=4), port=port):
+            second = remote.step([reply, "no code here"], turn=2)
+            assert remote.reconnects == 2
+            assert not any(o.infrastructure_failed for o in second)
+            assert second[0].passed and second[0].png == first[0].png and "Turn 2 of 3" in second[0].feedback
+            assert "no_code" in second[1].violations
+        # Down for good: reported as an infrastructure failure (reward None), never a bad painting.
+        third = remote.step([reply, reply], turn=3)
+        assert all(o.infrastructure_failed and o.png is None for o in third)
+        assert all("reconnecting" in o.errors[0] for o in third)
+    finally:
+        remote.close()
 
 
 def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, monkeypatch):
