@@ -21,6 +21,7 @@ import concurrent.futures
 import json
 import os
 import secrets
+import signal
 import shutil
 import threading
 import time
@@ -208,6 +209,7 @@ class _Browser:
         self.context = None
         self.renders = 0
         self.waiters: dict[Any, asyncio.Future] = {}
+        self.marker = ""
 
     @property
     def running(self) -> bool:
@@ -217,7 +219,8 @@ class _Browser:
         if self.running:
             return
         await self.close()
-        self.browser = await self.pool._launch()
+        self.marker = secrets.token_hex(8)
+        self.browser = await self.pool._launch(self.marker)
         self.context = await self.browser.new_context(
             viewport={"width": 640, "height": 640},
             device_scale_factor=1,
@@ -240,25 +243,46 @@ class _Browser:
             try:
                 await asyncio.wait_for(browser.close(), timeout=10)
             except Exception:
-                _kill_browser_process(browser)
+                # A page stuck in an infinite loop can keep Browser.close() waiting; the
+                # process is killed outright so the pool keeps serving.
+                kill_browser(self.marker)
+
+    def kill(self) -> int:
+        """Kill this browser's process now (fault injection in tests; safe from any thread)."""
+        return kill_browser(self.marker)
 
 
 async def _refuse_websocket(ws):
     await ws.close(code=1008, reason="network disabled in the watercolour sandbox")
 
 
-def _kill_browser_process(browser) -> None:
-    # A page stuck in an infinite loop can keep Browser.close() waiting; the process is
-    # killed outright so the pool keeps serving.
-    try:
-        process = browser._impl_obj._browser_type._connection._transport._proc  # noqa: SLF001
-    except AttributeError:
-        process = None
-    if process is not None:
+def browser_pids(marker: str) -> list[int]:
+    """Processes of the Chromium launched with ``--watercolour-browser=MARKER`` (Linux /proc).
+
+    Playwright starts Chromium from its node driver, so the Python side holds no handle to
+    the browser process; the marker switch (Chromium ignores unknown switches) finds it.
+    """
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            process.kill()
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"--watercolour-browser={marker}".encode() in arguments:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_browser(marker: str) -> int:
+    """SIGKILL the marked browser (its child processes exit with it); how many were killed."""
+    killed = 0
+    for pid in browser_pids(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
         except ProcessLookupError:
             pass
+    return killed
 
 
 class RendererPool:
@@ -323,12 +347,12 @@ class RendererPool:
             await self._playwright.stop()
             self._playwright = None
 
-    async def _launch(self):
+    async def _launch(self, marker: str):
         spec = BACKENDS[self.backend]
         env = {**os.environ, **spec["env"]}
         kwargs: dict[str, Any] = {
             "headless": True,
-            "args": SANDBOX_ARGS + spec["args"],
+            "args": SANDBOX_ARGS + spec["args"] + [f"--watercolour-browser={marker}"],
             "env": env,
             "timeout": 60_000,
         }
@@ -381,25 +405,40 @@ class RendererPool:
         self._pending_html[key] = page_html(code, seed, self.contract, nonce, self.pixel_density,
                                              BACKENDS[self.backend].get("float16_masks", False))
         page = None
-        crashed = asyncio.Event()
+        crashed = asyncio.Event()  # the page's renderer process died: the sketch's doing (memory)
+        died = asyncio.Event()  # the whole browser went away: not the sketch's doing
+        process = browser.browser
+
+        def on_disconnected(_browser) -> None:
+            died.set()
+
+        process.on("disconnected", on_disconnected)
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
-            outcome = await _race(self._load_and_wait(browser, page, key, nonce), crashed, deadline)
+            outcome = await _race(self._load_and_wait(browser, page, key, nonce),
+                                  {"crashed": crashed, "browser_died": died}, deadline)
             if outcome == "timeout":
                 await browser.close()  # the page may be spinning; recycle the whole process
                 return _sketch_failure(started, "render_timeout", f"no painting within {deadline:g} s")
-            if outcome == "crashed":
+            if outcome == "browser_died" and not crashed.is_set():
+                await browser.close()
+                return _infrastructure_result(started, "browser_died: the browser process exited mid-render")
+            if outcome in ("crashed", "browser_died"):
                 await browser.close()
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             return self._result_from_page(outcome, started)
         except Exception as exc:
             message = str(exc)
+            browser_died = died.is_set() or not process.is_connected()
             await browser.close()
+            if browser_died and not crashed.is_set():
+                return _infrastructure_result(started, f"browser_died: {message[:300]}")
             if crashed.is_set() or "crash" in message.lower() or "Target closed" in message or "has been closed" in message:
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
         finally:
+            process.remove_listener("disconnected", on_disconnected)
             self._pending_html.pop(key, None)
             browser.waiters.pop(page, None)
             if page is not None and browser.browser is not None:
@@ -451,21 +490,23 @@ class RendererPool:
         )
 
 
-async def _race(work, crashed: asyncio.Event, deadline: float):
+async def _race(work, events: dict[str, asyncio.Event], deadline: float):
+    """The work's result, the name of the first event that fired, or "timeout"."""
     work_task = asyncio.ensure_future(work)
-    crash_task = asyncio.ensure_future(crashed.wait())
+    event_tasks = {asyncio.ensure_future(event.wait()): name for name, event in events.items()}
     try:
-        done, _ = await asyncio.wait({work_task, crash_task}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({work_task, *event_tasks}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
         if work_task in done:
             return work_task.result()
-        if crash_task in done:
-            return "crashed"
+        for task, name in event_tasks.items():
+            if task in done:
+                return name
         return "timeout"
     finally:
-        for task in (work_task, crash_task):
+        for task in (work_task, *event_tasks):
             if not task.done():
                 task.cancel()
-        await asyncio.gather(work_task, crash_task, return_exceptions=True)
+        await asyncio.gather(work_task, *event_tasks, return_exceptions=True)
 
 
 def _unique(items: Iterable[str]) -> list[str]:
