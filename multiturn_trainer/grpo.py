@@ -349,6 +349,15 @@ def step_metrics(records: list[dict[str, Any]], turns: int, generations: int,
         if values:
             metrics[f"components/{name}/mean"] = mean(values)
             metrics[f"components/{name}/std"] = _std(values)
+    # Infrastructure failures, counted so a run that silently loses its judge shows it: turns
+    # whose render failed, and scored turns whose weighted component came back None.
+    turns_seen = [t for r in records for t in r["turns"]]
+    metrics["failures/render"] = float(sum(bool(t.get("infrastructure_failed")) for t in turns_seen))
+    weights = records[0].get("weights", {}) if records else {}
+    for name in COMPONENTS:
+        if weights.get(name):
+            metrics[f"failures/{name}"] = float(sum(1 for t in turns_seen if t.get("components")
+                                                    and name in t["components"] and t["components"][name] is None))
     for row in turn_statistics(records):
         metrics[f"turns/{row['turn']}/gate_pass_rate"] = row["gate_pass_rate"]
         metrics[f"turns/{row['turn']}/coverage"] = row["coverage"]
@@ -378,9 +387,12 @@ def log_line(step: int, total: int, metrics: dict[str, Any]) -> str:
         value = metrics.get(key)
         return "-" if value is None else fmt.format(value)
 
+    failures = " ".join(f"{key.split('/', 1)[1]} {value:.0f}" for key, value in sorted(metrics.items())
+                        if key.startswith("failures/") and value)
     return (f"step {step}/{total}  reward {f('episode/reward_mean')}  gate {f('gate_pass_rate', '{:.0%}')}"
             f"  coverage {f('coverage', '{:.0%}')}  turn_gain {f('turn_gain', '{:+.3f}')}"
-            f"  dropped {f('episode/dropped', '{:.0f}')}  loss {f('loss', '{:.4f}')}"
+            f"  dropped {f('episode/dropped', '{:.0f}')}"
+            f"{'  failures ' + failures if failures else ''}  loss {f('loss', '{:.4f}')}"
             f"  time gen {f('time/generate', '{:.0f}s')} render {f('time/render', '{:.0f}s')}"
             f" score {f('time/score', '{:.0f}s')} train {f('time/train', '{:.0f}s')}")
 

@@ -243,6 +243,10 @@ def test_unscorable_episodes_are_dropped_not_zeroed(dense_policy, environments, 
         assert any(r["reward"] is None for r in records)
     metrics = trainer._last_step_metrics
     assert metrics["episode/dropped"] == sum(r["reward"] is None for r in records)
+    # Each failed style call is counted (the gate-failed turns never asked for one).
+    failed_turns = [t for r in records for t in r["turns"] if t["components"] and t["components"].get("style", 0) is None]
+    assert metrics["failures/style"] == len(failed_turns) and metrics["failures/render"] == 0
+    assert "failures/judge" not in metrics  # not in this mix
 
 
 # --- whole runs ------------------------------------------------------------------------------------
