@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -349,6 +350,37 @@ def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
     assert "step 1/1" in completed.stderr + completed.stdout
     records = RunStore(out, "x").read_episodes()
     assert len(records) == 2 and all(len(r["turns"]) == 2 for r in records)
+
+
+def test_trainer_killed_with_sigkill_mid_step_resumes_without_losing_or_repeating_episodes(dense_policy, tmp_path):
+    import signal
+
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml",
+               "--model", str(dense_policy), "--tiny-model", "none", "--steps", "3", "--save-steps", "1",
+               "--turns", "2", "--num-generations", "2", "--max-completion-length", "200",
+               "--output-dir", str(out), "--report-to", "none", "--renderers", "1"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 400
+        while not (out / "checkpoints" / "step-1" / "trainer_state.json").is_file():
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)  # in the middle of step 2: no clean-up of any kind
+    finally:
+        process.kill()
+        process.wait()
+    before = RunStore(out, "x").read_episodes()
+    assert {r["step"] for r in before} <= {1, 2}
+    resumed = subprocess.run(command + ["--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resume: continuing" in resumed.stdout
+    records = RunStore(out, "x").read_episodes()
+    assert sorted(r["step"] for r in records) == [1, 1, 2, 2, 3, 3]
+    assert len({r["episode_id"] for r in records}) == 6
+    assert [m["step"] for m in RunStore(out, "x").read_metrics()] == [1, 2, 3]
+    assert RunStore(out, "x").latest_checkpoint().name == "step-3"
 
 
 def test_remote_environments_spread_sessions_over_servers(evaluator):
