@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
+import subprocess
+import sys
 import time
 
 import httpx
@@ -24,7 +27,7 @@ from env.feedback import MAX_DETAIL_LINES, MAX_FEEDBACK_CHARS, MAX_LINE_CHARS, f
 from env.models import MAX_RESPONSE_CHARS, WatercolourAction, WatercolourObservation
 from env.server import create_app
 
-from conftest import SMALL_SKETCH, running_server
+from conftest import ROOT, SMALL_SKETCH, running_server
 
 SMALL_REPLY = "Two poppies.\n```js\n" + SMALL_SKETCH + "```\n"
 HOSTILE_REPLY = (
@@ -342,3 +345,34 @@ def test_services_refuse_other_addresses_without_a_token(monkeypatch):
         serve(host="0.0.0.0", port=1)
     with pytest.raises(SystemExit, match="without a token"):
         serve_hps(host="0.0.0.0", port=1)
+
+
+# --- load: many sessions from several client processes --------------------------------------------
+
+
+def test_load_from_client_processes_completes_every_session_and_counts_refusals(evaluator):
+    from env.bench_serve import run_load
+
+    with running_server(create_app(evaluator, max_sessions=6)) as url:
+        summary = run_load(url, sessions=6, turns=2, processes=2, reply=SMALL_REPLY)
+        assert (summary["completed"], summary["refused"], summary["lost"]) == (6, 0, 0), summary["errors"]
+        assert summary["steps"] == 12 and summary["passed_steps"] == 12 and summary["infrastructure_failures"] == 0
+        assert 0 < summary["p50_step_s"] <= summary["p99_step_s"] and summary["renders_per_s"] > 0
+    # More sessions than the server admits: the extra ones are refused, never silently lost.
+    with running_server(create_app(evaluator, max_sessions=2)) as url:
+        summary = run_load(url, sessions=5, turns=3, processes=1, reply=SMALL_REPLY)
+        assert summary["refused"] >= 1 and summary["lost"] == 0
+        assert summary["completed"] + summary["refused"] == 5
+
+
+def test_bench_serve_command_starts_its_own_server(tmp_path):
+    sketch = tmp_path / "small.js"
+    sketch.write_text(SMALL_REPLY)
+    completed = subprocess.run(
+        [sys.executable, "-m", "watercolour.cli", "bench", "serve", "--sessions", "4", "--turns", "1",
+         "--processes", "2", "--pool-size", "1", "--sketch", str(sketch), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    summary = json.loads(completed.stdout)
+    assert summary["completed"] == 4 and summary["lost"] == summary["refused"] == 0

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_render.add_argument("--seed", type=int, default=1)
     bench_render.add_argument("--repeats", type=int, default=1)
     bench_render.add_argument("--deadline", type=float, default=180.0)
+    from env.bench_serve import add_parser as add_bench_serve_parser
+
+    add_bench_serve_parser(bench_sub)
 
     from rewards.commands import add_parsers as add_reward_parsers
 
@@ -85,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,
               deadline=args.deadline, pool_size=args.pool_size, token=args.token)
         return 0
+    if args.command == "bench" and args.bench_command == "serve":
+        from env.bench_serve import cmd_bench_serve
+
+        return cmd_bench_serve(args)
     if args.command == "bench" and args.bench_command == "render":
         from env.commands import cmd_bench_render
 
