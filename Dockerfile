@@ -53,5 +53,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"
 
 # Inside a container the port has to be reachable from outside it, hence 0.0.0.0 here
-# while the CLI's own default stays 127.0.0.1.
+# while the CLI's own default stays 127.0.0.1. Off loopback `serve` requires a token: run
+# with `-e WATERCOLOUR_TOKEN=...` (a secret, on a Space) and give clients the same token.
 CMD ["watercolour", "serve", "--host", "0.0.0.0", "--port", "8000"]
