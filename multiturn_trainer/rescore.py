@@ -19,6 +19,7 @@ from typing import Any
 
 from multiturn_trainer.store import RunStore, mean
 from rewards.mixer import PaintingToScore
+from rewards.ranking import ranks, spearman
 
 RESCORED = "rescored"
 
@@ -99,35 +100,6 @@ def write_rescored(store: RunStore, preset_name: str, records: list[dict[str, An
     temporary.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     os.replace(temporary, path)
     return path
-
-
-def ranks(values: list[float]) -> list[float]:
-    """Ranks from 1, ties sharing their average rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    result = [0.0] * len(values)
-    position = 0
-    while position < len(order):
-        end = position
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[position]]:
-            end += 1
-        for i in order[position:end + 1]:
-            result[i] = (position + end) / 2 + 1
-        position = end + 1
-    return result
-
-
-def spearman(a: list[float], b: list[float]) -> float | None:
-    """Spearman's rank correlation (Pearson on tie-averaged ranks); None when undefined."""
-    if len(a) < 2:
-        return None
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    var_a = sum((x - ma) ** 2 for x in ra)
-    var_b = sum((y - mb) ** 2 for y in rb)
-    if var_a == 0 or var_b == 0:
-        return None
-    return cov / (var_a * var_b) ** 0.5
 
 
 def agreement(records: list[dict[str, Any]], top: int = 5) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rewards.judge import HttpJudge, JudgeConfig, JudgeResult, OrderVerdict, VerdictCache, verdict_cache_key
+from rewards.ranking import spearman
 from rewards.pool import CANDIDATE, RATED_TIERS, TIERS, PoolEntry, Reference, ReferencePool
 
 # (love, okay) references per GRPO group: RewardScorer's default `judge_references`.
@@ -297,34 +298,6 @@ def _draw_excluding(pool: ReferencePool, candidate: PoolEntry, excluded_ids: set
     return [r for r in drawn if r.png != candidate_png]
 
 
-def rank_correlation(first: Sequence[float], second: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (Pearson on tie-averaged ranks); None when undefined."""
-
-    def ranks(values: Sequence[float]) -> list[float]:
-        order = sorted(range(len(values)), key=lambda i: values[i])
-        result = [0.0] * len(values)
-        start = 0
-        while start < len(order):
-            end = start
-            while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-                end += 1
-            for i in order[start:end + 1]:
-                result[i] = (start + end) / 2 + 1
-            start = end + 1
-        return result
-
-    if len(first) != len(second) or len(first) < 2:
-        return None
-    ra, rb = ranks(first), ranks(second)
-    mean_a, mean_b = sum(ra) / len(ra), sum(rb) / len(rb)
-    covariance = sum((x - mean_a) * (y - mean_b) for x, y in zip(ra, rb))
-    spread_a = sum((x - mean_a) ** 2 for x in ra)
-    spread_b = sum((y - mean_b) ** 2 for y in rb)
-    if spread_a == 0 or spread_b == 0:
-        return None
-    return covariance / (spread_a * spread_b) ** 0.5
-
-
 def _fraction(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
@@ -443,7 +416,7 @@ def judge_consistency(pool: ReferencePool, judge_config: JudgeConfig, samples: i
             "unresolved": stability_unresolved,
             "short_second_draws": short_second_draws,
             "mean_abs_difference": sum(differences) / len(differences) if differences else None,
-            "spearman": rank_correlation([a for a, _ in score_pairs], [b for _, b in score_pairs])
+            "spearman": spearman([a for a, _ in score_pairs], [b for _, b in score_pairs])
             if len(score_pairs) >= 3 else None,
         },
         "candidates": candidates,

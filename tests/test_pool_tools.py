@@ -17,8 +17,9 @@ from PIL import Image
 from rewards.http_retry import FatalScorerError
 from rewards.judge import JudgeConfig
 from rewards.pool import ReferencePool, import_imagefolder
+from rewards.ranking import spearman
 from rewards.pool_tools import (coverage_histogram, export_pool, format_consistency, format_statistics,
-                                judge_consistency, pool_statistics, rank_correlation)
+                                judge_consistency, pool_statistics)
 from rewards.starter_pool import STARTER_POOL_DIR
 
 from fake_openai_server import FakeOpenAIServer, FakeReply, RecordedRequest, always, sha256_hex
@@ -121,13 +122,13 @@ def test_statistics_say_when_a_tier_is_too_small_to_draw_from(tmp_path):
     assert "NOT ENOUGH" in format_statistics(stats)
 
 
-def test_coverage_histogram_bins_and_rank_correlation():
+def test_coverage_histogram_bins_and_spearman():
     assert coverage_histogram([0.0, 0.05, 0.1, 0.99, 1.0])["counts"] == [2, 1, 0, 0, 0, 0, 0, 0, 0, 2]
-    assert rank_correlation([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
-    assert rank_correlation([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    assert rank_correlation([0.5, 0.5, 0.5], [1, 2, 3]) is None  # no spread, no correlation
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([0.5, 0.5, 0.5], [1, 2, 3]) is None  # no spread, no correlation
     # Ranks [1, 2.5, 2.5, 4] and [1, 3, 2, 4]: covariance 4.5, spreads 4.5 and 5.
-    assert rank_correlation([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
+    assert spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from fake_openai_server import FakeOpenAIServer, prefer_image
 from multiturn_trainer.continuation import continue_run
 from multiturn_trainer.export import export_dataset
 from multiturn_trainer.replay import load_run
-from multiturn_trainer.rescore import agreement, build_rescorer, ranks, rescore, spearman, write_rescored
+from multiturn_trainer.rescore import agreement, build_rescorer, rescore, write_rescored
+from rewards.ranking import ranks, spearman
 from multiturn_trainer.train import train
 
 
