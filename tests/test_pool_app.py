@@ -73,6 +73,14 @@ def test_build_from_an_openai_compatible_endpoint(tmp_path):
         build(build_args(tmp_path / "pool", endpoint=server.base_url, source=str(tmp_path)))
 
 
+def test_build_from_a_local_policy(dense_policy, tmp_path):
+    report = build(build_args(tmp_path / "pool", policy=str(dense_policy), count=3, max_tokens=320, temperature=0.5))
+    assert len(report.staged) + report.duplicates + len(report.failed) == 3
+    entries = ReferencePool.load(tmp_path / "pool").entries()
+    assert len(entries) == len(report.staged)
+    assert all(e.tier == CANDIDATE and e.generator.startswith("policy ") for e in entries)
+
+
 def open_app(playwright, url: str):
     from env.renderer import find_chromium
 
