@@ -50,9 +50,10 @@ def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, 
     # No LoRA on top of the merged policy, no reference model: this only generates.
     config = dataclasses.replace(recorded, output_dir=str(out), run_name=None,
                                  lora=False, beta=0.0, report_to="none", resume=False, model=str(checkpoint))
+    policy = load_checkpoint_policy(recorded, checkpoint)  # a bad checkpoint fails before OUT is made
     store = RunStore(out, config.name)
     store.write_config(config.to_yaml())
-    trainer = build_trainer(config, store, environments, scorer, policy=load_checkpoint_policy(recorded, checkpoint))
+    trainer = build_trainer(config, store, environments, scorer, policy=policy)
     trainer.model.eval()
     size = recorded.episodes_per_step
     new_records, prefix_same, prefix_total = [], 0, 0
