@@ -87,7 +87,7 @@ def run_load(url: str, sessions: int, turns: int, processes: int, reply: str, to
     }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -98,7 +98,7 @@ def start_server(max_sessions: int, backend: str | None = None, pool_size: int |
     """A `watercolour serve` subprocess on a free loopback port, once /health answers."""
     import httpx
 
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "watercolour.cli", "serve", "--port", str(port),
                "--max-sessions", str(max_sessions)]
     if backend:

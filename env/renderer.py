@@ -72,23 +72,19 @@ BACKENDS: dict[str, dict[str, Any]] = {
         "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"],
         "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
     },
-    # The default. Same software 2D masks as "llvmpipe-sw2d", but the mask canvases are
-    # float16: p5.brush builds each fill's mask from dozens of translucent layers, and 8-bit
-    # software blending loses paint on every layer (paint fraction 0.215 instead of 0.32 on
-    # poppies). Accumulating in float16 brings the look back to the reference (mean |delta|
-    # 0.72/255 on poppies, better than "llvmpipe") at the software path's speed, and stays
-    # byte-deterministic. See the README performance table.
-    "llvmpipe-f16": {
-        "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"],
-        "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
-        "float16_masks": True,
-    },
     "vulkan": {
         "args": ["--use-gl=angle", "--use-angle=vulkan", "--enable-features=Vulkan",
                  "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"],
         "env": {},
     },
 }
+# The default. Same software 2D masks as "llvmpipe-sw2d", but the mask canvases are
+# float16: p5.brush builds each fill's mask from dozens of translucent layers, and 8-bit
+# software blending loses paint on every layer (paint fraction 0.215 instead of 0.32 on
+# poppies). Accumulating in float16 brings the look back to the reference (mean |delta|
+# 0.72/255 on poppies, better than "llvmpipe") at the software path's speed, and stays
+# byte-deterministic. See the README performance table.
+BACKENDS["llvmpipe-f16"] = {**BACKENDS["llvmpipe-sw2d"], "float16_masks": True}
 DEFAULT_BACKEND = "llvmpipe-f16"
 
 # Flags shared by every backend: no network, no background work, nothing written to disk.

@@ -132,6 +132,18 @@ class TrainConfig:
     def episodes_per_step(self) -> int:
         return self.prompts_per_step * self.num_generations
 
+    def scored_turns(self) -> list[int]:
+        """The turns whose paintings are scored: all of them when the best is rewarded, else the
+        first and the last (the turn-gain metric needs turn 1)."""
+        return list(range(1, self.turns + 1)) if self.reward_turn == "best" else sorted({1, self.turns})
+
+    def episode_reward(self, turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
+        """(reward, the turn it came from) of one episode, given its scored turns' totals."""
+        if self.reward_turn == "best":
+            candidates = [(reward, turn) for turn, reward in turn_rewards.items() if reward is not None]
+            return max(candidates) if candidates else (None, None)
+        return turn_rewards.get(self.turns), self.turns
+
     @property
     def name(self) -> str:
         return self.run_name or Path(self.output_dir).name

@@ -16,7 +16,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from agent.messages import first_turn_messages
 from multiturn_trainer.config import TrainConfig, load_config
 from multiturn_trainer.store import CONFIG, RunStore, mean
 
@@ -40,7 +39,7 @@ def load_checkpoint_policy(config: TrainConfig, checkpoint: Path):
 
 def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, checkpoint: Path, out: Path,
                  environments=None, scorer=None) -> dict[str, Any]:
-    from multiturn_trainer.train import build_trainer
+    from multiturn_trainer.train import build_trainer, episode_row
 
     recorded = load_config(run_dir / CONFIG)
     if not 1 <= from_turn <= recorded.turns:
@@ -60,8 +59,7 @@ def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, 
     try:
         for start in tqdm(range(0, len(episodes), size), desc=f"continue from turn {from_turn}", unit="batch"):
             chosen = episodes[start:start + size]
-            rows = [{"prompt": first_turn_messages(e["subject"], enable_thinking=recorded.enable_thinking),
-                     "subject": e["subject"], "seed": int(e["seed"])} for e in chosen]
+            rows = [episode_row(recorded, e["subject"], int(e["seed"])) for e in chosen]
             replies = [[t["reply"] for t in e["turns"][:from_turn - 1]] for e in chosen]
             batch = trainer.continue_episodes(rows, replies)
             records = trainer.episode_records(batch, [(e["step"], e["group"], e["index"]) for e in chosen])

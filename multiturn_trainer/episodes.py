@@ -55,6 +55,13 @@ class EpisodeTokens:
             self.image_grid_thw.append(turn.image_grid_thw)
 
 
+def reply_ids(processor, text: str) -> list[int]:
+    """A reply written out of band (SFT targets, recorded replies) as policy tokens, closed with
+    the end-of-turn token."""
+    tokenizer = getattr(processor, "tokenizer", processor)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) + [tokenizer.eos_token_id]
+
+
 def environment_turn(
     processor,
     user_content: list[dict[str, Any]],

@@ -30,7 +30,8 @@ from trl import GRPOTrainer
 from agent.messages import revision_content
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.environments import EpisodeEnvironments, TurnObservation
-from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
+from multiturn_trainer.episodes import (EpisodeTokens, environment_turn, generation_fields, loss_image_inputs,
+                                        reply_ids)
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains, turn_statistics
 from rewards.mixer import COMPONENTS, PaintingToScore, RewardScorer, ScoreResult
 
@@ -110,7 +111,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             started = time.perf_counter()
             if recorded_replies is not None and turn <= min(len(r) for r in recorded_replies):
                 texts = [r[turn - 1] for r in recorded_replies]
-                completion_ids = [self._reply_ids(text) for text in texts]
+                completion_ids = [reply_ids(self.processing_class, text) for text in texts]
             else:
                 fields = generation_fields(episodes, self._image_pad_token_id)
                 completion_ids, _ = self._generate_single_turn(
@@ -151,11 +152,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             "episode_reward": rewards,
         }
 
-    def _reply_ids(self, text: str) -> list[int]:
-        """A recorded reply as policy tokens, closed with the end-of-turn token."""
-        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-
     def continue_episodes(self, rows: list[dict[str, Any]], recorded_replies: list[list[str]]) -> EpisodeBatch:
         """Episodes that start with recorded replies and go on with this trainer's policy."""
         self._episode_rows = rows
@@ -168,8 +164,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _score(self, observations, replies, subjects, seeds):
         """Score the turns the reward and the metrics need: first and last, or all for 'best'."""
-        turns = self.run_config.turns
-        wanted = range(1, turns + 1) if self.run_config.reward_turn == "best" else sorted({1, turns})
+        wanted = self.run_config.scored_turns()
         keys, paintings = [], []
         for i, seen in enumerate(observations):
             for turn in wanted:
@@ -187,15 +182,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             turn_scores[i][turn] = result
         rewards, rewarded_turn = [], []
         for scores in turn_scores:
-            if self.run_config.reward_turn == "best":
-                candidates = [(r.total, t) for t, r in scores.items() if r is not None and r.total is not None]
-                best = max(candidates) if candidates else (None, None)
-                rewards.append(best[0])
-                rewarded_turn.append(best[1])
-            else:
-                final = scores.get(turns)
-                rewards.append(None if final is None else final.total)
-                rewarded_turn.append(turns)
+            reward, turn = self.run_config.episode_reward({t: None if r is None else r.total for t, r in scores.items()})
+            rewards.append(reward)
+            rewarded_turn.append(turn)
         return turn_scores, rewards, rewarded_turn
 
     # --- TRL hooks -----------------------------------------------------------------------

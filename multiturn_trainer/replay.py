@@ -107,7 +107,7 @@ def cmd_replay(args) -> int:
         from multiturn_trainer.rescore import agreement, build_rescorer, print_agreement, rescore, write_rescored
 
         scorer = build_rescorer(config, args.rescore, args.pool, args.hps_url, args.judge_url, args.judge_model)
-        records = rescore(store, config, episodes, scorer)
+        records = rescore(store, episodes, scorer)
         path = write_rescored(store, scorer.mix.name, records)
         print_agreement(agreement(records), config.get("reward_preset") or "recorded", scorer.mix.name)
         print(f"rescore: new components written to {path}")

@@ -17,30 +17,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from multiturn_trainer.store import RunStore, mean
+from multiturn_trainer.config import load_config
+from multiturn_trainer.store import CONFIG, RunStore, mean
 from rewards.mixer import PaintingToScore
 from rewards.ranking import ranks, spearman
 
 RESCORED = "rescored"
-
-
-def scored_turns(config: dict[str, Any], episode: dict[str, Any]) -> list[dict[str, Any]]:
-    """The turns the trainer scored: first and last, or every turn when it rewarded the best."""
-    turns = episode["turns"]
-    if config.get("reward_turn") == "best":
-        wanted = {t["turn"] for t in turns}
-    else:
-        wanted = {1, int(config.get("turns") or len(turns))}
-    return [t for t in turns if t["turn"] in wanted and not t.get("infrastructure_failed")]
-
-
-def episode_reward(config: dict[str, Any], turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
-    """The trainer's rule (grpo.MultiTurnGRPOTrainer._score) applied to recomputed turn rewards."""
-    if config.get("reward_turn") == "best":
-        candidates = [(r, t) for t, r in turn_rewards.items() if r is not None]
-        return max(candidates) if candidates else (None, None)
-    last = int(config.get("turns") or max(turn_rewards, default=1))
-    return turn_rewards.get(last), last
 
 
 def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None, hps_url: str | None = None,
@@ -54,9 +36,15 @@ def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None,
     return build_scorer(args, ReferencePool.load(pool or config.get("pool") or "pools/starter"))
 
 
-def rescore(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
-    """One record per episode with the new and the old reward of every scored turn."""
+def rescore(store: RunStore, episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
+    """One record per episode with the new and the old reward of every scored turn.
+
+    The turns scored and the episode's reward follow the run's own rule (``TrainConfig``'s
+    ``scored_turns`` and ``episode_reward``, as in training)."""
     from tqdm import tqdm
+
+    run = load_config(store.root / CONFIG)
+    wanted = set(run.scored_turns())
 
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for episode in episodes:
@@ -64,7 +52,8 @@ def rescore(store: RunStore, config: dict[str, Any], episodes: list[dict[str, An
     records = []
     # One step at a time: a judge endpoint sees at most one step's paintings in flight.
     for step in tqdm(sorted(by_step), desc=f"rescore {scorer.mix.name}", unit="step"):
-        jobs = [(episode, turn) for episode in by_step[step] for turn in scored_turns(config, episode)]
+        jobs = [(episode, turn) for episode in by_step[step] for turn in episode["turns"]
+                if turn["turn"] in wanted and not turn.get("infrastructure_failed")]
         paintings = [PaintingToScore(
             png=(store.root / turn["png"]).read_bytes() if turn.get("png") else None,
             code=turn.get("code") or turn.get("reply"), passed=bool(turn["passed"]),
@@ -76,7 +65,7 @@ def rescore(store: RunStore, config: dict[str, Any], episodes: list[dict[str, An
             new_scores[episode["episode_id"]][turn["turn"]] = result
         for episode in by_step[step]:
             scores = new_scores.get(episode["episode_id"], {})
-            reward, rewarded_turn = episode_reward(config, {t: r.total for t, r in scores.items()})
+            reward, rewarded_turn = run.episode_reward({t: r.total for t, r in scores.items()})
             records.append({
                 "episode_id": episode["episode_id"], "step": step, "group": episode["group"],
                 "index": episode["index"], "subject": episode["subject"],

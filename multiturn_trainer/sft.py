@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content
 from agent.procedural import SUBJECTS, generate_sketch, sft_examples
-from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
 
 # Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
 # default llvmpipe-f16, so a conservative count) on the 14
@@ -96,10 +96,6 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     return examples
 
 
-def _reply_ids(processor, text: str) -> list[int]:
-    return list(processor.tokenizer(text, add_special_tokens=False)["input_ids"]) + [processor.tokenizer.eos_token_id]
-
-
 def tokenize_example(processor, example: dict[str, Any]) -> EpisodeTokens:
     """The example as the tokens of an episode: policy turns trained, environment turns not."""
     prompt = processor.apply_chat_template(
@@ -107,9 +103,9 @@ def tokenize_example(processor, example: dict[str, Any]) -> EpisodeTokens:
     )["input_ids"][0]
     episode = EpisodeTokens(list(prompt))
     if "draft" in example:
-        episode.add_policy(_reply_ids(processor, example["draft"]))
+        episode.add_policy(reply_ids(processor, example["draft"]))
         episode.add_environment(environment_turn(processor, example["environment"], True, TEMPLATE_KWARGS))
-    episode.add_policy(_reply_ids(processor, example["completion"]))
+    episode.add_policy(reply_ids(processor, example["completion"]))
     return episode
 
 

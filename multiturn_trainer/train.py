@@ -85,13 +85,14 @@ def episode_dataset(config: TrainConfig):
         if not order:
             order = list(config.subjects)
             rng.shuffle(order)
-        subject = order.pop()
-        rows.append({
-            "prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking),
-            "subject": subject,
-            "seed": config.seed * 1_000_003 + position,
-        })
+        rows.append(episode_row(config, order.pop(), config.seed * 1_000_003 + position))
     return Dataset.from_list(rows)
+
+
+def episode_row(config: TrainConfig, subject: str, seed: int) -> dict[str, Any]:
+    """What an episode starts from: the turn-1 prompt, the subject and the render seed."""
+    return {"prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking),
+            "subject": subject, "seed": seed}
 
 
 def report_to(config: TrainConfig) -> str | list[str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import hmac
 import logging
 import math
 import os
@@ -26,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from env.security import bearer_ok, require_token_off_loopback
 from rewards.hpsv3 import HPSv3Config, HPSv3Scorer, InvalidImageError
 
 logger = logging.getLogger(__name__)
@@ -80,10 +80,7 @@ def create_hps_app(
     token = token or None  # an empty token would "protect" the server with the header "Bearer "
 
     def authorised(request: Request) -> bool:
-        if token is None:
-            return True
-        supplied = request.headers.get("authorization", "")
-        return hmac.compare_digest(supplied.encode(), f"Bearer {token}".encode())
+        return token is None or bearer_ok(request.headers.raw, token)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -157,8 +154,6 @@ def serve_hps(
 ) -> None:
     """Load HPSv3 from ``config`` (an ``HPSv3Config``) and serve it until interrupted."""
     import uvicorn
-
-    from env.security import require_token_off_loopback
 
     # Anyone who can reach an open scorer may use the GPU: elsewhere than loopback, a token.
     require_token_off_loopback("hps-serve", host, token or None)

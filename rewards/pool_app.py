@@ -20,7 +20,8 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
-from rewards.pool import CANDIDATE, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
+from env.security import LOOPBACK_HOSTS
+from rewards.pool import CANDIDATE, MANIFEST, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
 from rewards.pool_tools import pool_statistics
 
 PAGE = Path(__file__).resolve().parent / "static" / "pool_app.html"
@@ -54,7 +55,7 @@ def pool_stats(pool: ReferencePool) -> dict[str, Any]:
 def create_pool_app(pool_dir: str | Path) -> FastAPI:
     root = Path(pool_dir)
     # Fail at start-up, not on the first request, when the folder is not a pool.
-    if not (root / "manifest.jsonl").is_file():
+    if not (root / MANIFEST).is_file():
         raise FileNotFoundError(f"no manifest.jsonl in {root}: not a pool (build one with `watercolour pool build`)")
     app = FastAPI(title="watercolour pool", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -127,7 +128,7 @@ def _append_log(path: Path, record: dict[str, Any]) -> None:
 def serve(pool_dir: str, host: str = "127.0.0.1", port: int = 8020) -> None:
     import uvicorn
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK_HOSTS:
         raise SystemExit("watercolour pool serve: the curation app has no authentication; it binds to 127.0.0.1 only "
                          "(use an SSH tunnel to rate from another machine)")
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +63,9 @@ def from_folder(folder: Path, subject: str, seed: int) -> list[Candidate]:
 
 def from_run(run_dir: Path, subject: str | None) -> list[Candidate]:
     """Every turn of the run that rendered and passed the gate, with its recorded painting."""
-    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines() if line.strip()]
+    from multiturn_trainer.store import RunStore
+
+    episodes = RunStore(run_dir, run_dir.name).read_episodes()
     if subject:
         episodes = [e for e in episodes if e["subject"] == subject]
         if not episodes:

@@ -101,13 +101,7 @@ def loopback_listener():
     listener.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-__all__ = ["running_server", "free_port", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
+__all__ = ["running_server", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
 
 
 @contextmanager

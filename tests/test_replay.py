@@ -46,7 +46,7 @@ def test_rescore_with_a_judge_writes_new_components_next_to_the_old(recorded_run
     favourite_png = (store.root / favourite[1]["png"]).read_bytes() if favourite else b"none"
     with FakeOpenAIServer(rule=prefer_image(favourite_png)) as server:
         scorer = build_rescorer(config, "style-judge", judge_url=server.base_url, judge_model="judge-model")
-        records = rescore(store, config, episodes, scorer)
+        records = rescore(store, episodes, scorer)
         judged = len(server.chat_requests())
     path = write_rescored(store, scorer.mix.name, records)
     assert path == recorded_run / "rescored" / "style-judge.jsonl"

@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import ROOT, SMALL_SKETCH, free_port, running_server, tiny_config
+from conftest import ROOT, SMALL_SKETCH, running_server, tiny_config
+from env.bench_serve import free_port
 from env.server import create_app
 from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
 from multiturn_trainer.environments import RemoteEnvironments
