@@ -240,6 +240,52 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                     with self.accelerator.unwrap_model(self.model).disable_adapter():
                         output["ref_per_token_logps"] = logps(self.model)
 
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, pixel_values=None,
+                                           image_grid_thw=None, num_images=None, mm_token_type_ids=None, **other):
+        """TRL's log-prob pass, chunked here so a chunk without images gets no image inputs.
+
+        TRL slices ``pixel_values`` per chunk and passes the empty slice of an image-less
+        chunk to the model, whose vision tower then fails ("repeats must have the same
+        size"): with micro-batch 1 (the 35B preset) any episode whose turns all failed the
+        gate crashed the step. Reproduced with ``trainer.train()``, 3 turns, image counts
+        [2, 0, 1, 2] (tests/test_microbatch.py).
+        """
+        parent = super()._get_per_token_logps_and_entropies
+        common = dict(compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss)
+        if pixel_values is None or image_grid_thw is None or num_images is None or any(
+                v is not None for v in other.values()):
+            return parent(model, input_ids, attention_mask, logits_to_keep, batch_size, pixel_values=pixel_values,
+                          image_grid_thw=image_grid_thw, num_images=num_images, mm_token_type_ids=mm_token_type_ids,
+                          **common, **other)
+        size = batch_size or input_ids.size(0)
+        rows_per_image = image_grid_thw.prod(dim=-1).tolist()
+        first_image = [0]
+        for count in num_images:
+            first_image.append(first_image[-1] + count)
+        first_row = [0]
+        for rows in rows_per_image:
+            first_row.append(first_row[-1] + rows)
+        logps, entropies, aux_losses = [], [], []
+        for start in range(0, input_ids.size(0), size):
+            end = min(start + size, input_ids.size(0))
+            images_from, images_to = first_image[start], first_image[end]
+            images = {}
+            if images_to > images_from:
+                images = dict(pixel_values=pixel_values[first_row[images_from]:first_row[images_to]],
+                              image_grid_thw=image_grid_thw[images_from:images_to],
+                              num_images=list(num_images[start:end]))
+            chunk_logps, chunk_entropies, chunk_aux = parent(
+                model, input_ids[start:end], attention_mask[start:end], logits_to_keep, None,
+                mm_token_type_ids=None if mm_token_type_ids is None else mm_token_type_ids[start:end],
+                **images, **common,
+            )
+            logps.append(chunk_logps)
+            entropies.append(chunk_entropies)
+            aux_losses.append(chunk_aux)
+        return (torch.cat(logps, dim=0), torch.cat(entropies, dim=0) if compute_entropy else None,
+                torch.stack(aux_losses).mean() if compute_aux_loss else None)
+
     def _record(self, batch: EpisodeBatch) -> None:
         """Episodes to episodes.jsonl (+ renders, a contact sheet), step metrics to TRL's logs."""
         step = self.state.global_step + 1
