@@ -20,6 +20,13 @@ import yaml
 from agent.procedural import SUBJECTS
 
 
+# Token budgets for the parts of an episode the policy does not write (measured on the Qwen3.5
+# tokenizer: the turn-1 prompt is ~1.3k tokens; a revision turn is 361 image tokens + ~300 of
+# feedback), rounded up so the vLLM context never cuts an episode short.
+PROMPT_TOKEN_BUDGET = 2048
+REVISION_TOKEN_BUDGET = 1024
+
+
 @dataclass
 class TrainConfig:
     # --- model ---------------------------------------------------------------------------
@@ -80,8 +87,10 @@ class TrainConfig:
     """None = on when a GPU is present."""
     bf16: bool | None = None
     """None = on when a GPU is present."""
-    router_aux_loss_coef: float | None = None
-    """MoE load-balancing loss weight; None = the architecture's own coefficient (TRL)."""
+    router_aux_loss_coef: float = 0.0
+    """MoE load-balancing loss weight. 0: LoRA leaves the router frozen, so the aux loss has no
+    router to balance and its gradient only nudged attention LoRA, while the logged loss was
+    almost all aux term (0.0020006 = 0.001 x 2.0006 on 35B-A3B shapes)."""
     max_grad_norm: float = 1.0
 
     # --- LoRA ----------------------------------------------------------------------------
@@ -97,8 +106,19 @@ class TrainConfig:
 
     # --- generation backend --------------------------------------------------------------
     use_vllm: bool = False
+    """Generate with vLLM (``pip install '.[gpu]'``) instead of HF generate; see README, "Generation"."""
     vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float = 0.35
+    """"colocate": a vLLM engine on the training GPU; "server": ``trl vllm-serve`` on another GPU."""
+    vllm_gpu_memory_utilization: float = 0.5
+    """Colocate: the card's share vLLM may take (weights + KV cache) beside the training model."""
+    vllm_max_model_length: int | None = None
+    """vLLM's context; None = the episode budget (``episode_token_budget``), not the model's 262k."""
+    vllm_enable_sleep_mode: bool = True
+    """Colocate: vLLM frees its weights and KV cache while the loss pass runs."""
+    vllm_importance_sampling_correction: bool = True
+    """Correct for vLLM's sampling distribution differing from the training model's (TRL's TIS)."""
+    vllm_server_base_url: str | None = None
+    """Server mode: the ``trl vllm-serve`` URL (default http://localhost:8000 on the trainer's side)."""
 
     # --- run directory -------------------------------------------------------------------
     output_dir: str = "out/runs/run"
@@ -127,6 +147,11 @@ class TrainConfig:
             raise ValueError(
                 f"micro_batch_size {self.micro_batch_size} must divide the {episodes} episodes of a step"
             )
+
+    def episode_token_budget(self) -> int:
+        """The longest episode in tokens: the turn-1 prompt, K completions, and K-1 environment
+        turns (a 600x600 painting is 361 image tokens at patch 16 / merge 2, plus the feedback)."""
+        return PROMPT_TOKEN_BUDGET + self.turns * self.max_completion_length + (self.turns - 1) * REVISION_TOKEN_BUDGET
 
     @property
     def episodes_per_step(self) -> int:

@@ -104,6 +104,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         seeds = [int(row["seed"]) for row in rows]
         replies: list[list[str]] = [[] for _ in prompts]
         observations: list[list[TurnObservation]] = [[] for _ in prompts]
+        # The sampler's log-prob of every completion token (vLLM returns them; HF generate does
+        # not), environment tokens NaN: TRL's importance-sampling correction masks them out.
+        sampling_logps: list[list[float]] | None = [[] for _ in prompts]
         timings = defaultdict(float)
 
         self.painting_envs.reset(subjects, seeds, turns)
@@ -112,15 +115,20 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             if recorded_replies is not None and turn <= min(len(r) for r in recorded_replies):
                 texts = [r[turn - 1] for r in recorded_replies]
                 completion_ids = [reply_ids(self.processing_class, text) for text in texts]
+                turn_logps = None
             else:
                 fields = generation_fields(episodes, self._image_pad_token_id)
-                completion_ids, _ = self._generate_single_turn(
+                completion_ids, turn_logps = self._generate_single_turn(
                     [e.context() for e in episodes], [e.images or None for e in episodes], fields, 1
                 )
                 texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
-            for episode, ids, text, said in zip(episodes, completion_ids, texts, replies):
+            if turn_logps is None:
+                sampling_logps = None
+            for i, (episode, ids, text, said) in enumerate(zip(episodes, completion_ids, texts, replies)):
                 episode.add_policy(list(ids))
                 said.append(text)
+                if sampling_logps is not None:
+                    sampling_logps[i].extend(float("nan") if x is None else float(x) for x in turn_logps[i])
             timings["generate"] += time.perf_counter() - started
 
             started = time.perf_counter()
@@ -131,12 +139,13 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
             if turn < turns:
                 started = time.perf_counter()
-                for episode, ids, observation in zip(episodes, completion_ids, turn_observations):
+                for i, (episode, ids, observation) in enumerate(zip(episodes, completion_ids, turn_observations)):
                     content = revision_content(observation.png, observation.feedback, turn + 1, turns)
                     ended = bool(ids) and ids[-1] in self.eos_token_ids
-                    episode.add_environment(
-                        environment_turn(self.processing_class, content, ended, self.chat_template_kwargs)
-                    )
+                    environment = environment_turn(self.processing_class, content, ended, self.chat_template_kwargs)
+                    episode.add_environment(environment)
+                    if sampling_logps is not None:
+                        sampling_logps[i].extend([float("nan")] * len(environment.ids))
                 timings["generate"] += time.perf_counter() - started
 
         started = time.perf_counter()
@@ -147,7 +156,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
-            "logprobs": None,
+            "logprobs": sampling_logps,
             "env_mask": [e.env_mask for e in episodes],
             "episode_reward": rewards,
         }
@@ -233,12 +242,43 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         with torch.no_grad():
             if needs_old:
                 output["old_per_token_logps"] = logps(self.model)
+                if "importance_sampling_ratio" in output:
+                    # TRL computed the ratio from log-probs without the images; the sampler saw them.
+                    mask = output["completion_mask"] * output.get("tool_mask", 1)
+                    old, sampled = output["old_per_token_logps"], output["sampling_per_token_logps"]
+                    ratio = importance_sampling_ratio(old, sampled, mask, self.args)
+                    output["importance_sampling_ratio"] = ratio
+                    # TRL logged its image-less figures already; these are the ones the loss uses.
+                    delta = (old - sampled).abs()[mask.bool() & ~torch.isnan(sampled)]
+                    kept = ratio.flatten() if ratio.size(-1) == 1 else ratio[mask.bool()]
+                    metrics = self._metrics["train"]
+                    metrics["sampling/with_images/logp_difference_max"].append(
+                        float(delta.max()) if delta.numel() else 0.0)
+                    metrics["sampling/with_images/importance_sampling_ratio_mean"].append(
+                        float(kept.mean()) if kept.numel() else 1.0)
             if needs_ref:
                 if self.ref_model is not None:
                     output["ref_per_token_logps"] = logps(self.ref_model)
                 else:
                     with self.accelerator.unwrap_model(self.model).disable_adapter():
                         output["ref_per_token_logps"] = logps(self.model)
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        """HF's warm-up schedules evaluate step/warmup at step 0, so the first optimizer step ran
+        at learning rate 0: with the presets' 5 warm-up steps every ``lora_B`` was still zero
+        after step 1 (a ~45-minute 35B step that trained nothing). Warm-up steps are counted
+        from 1 here: step 1 trains at lr/warmup, step ``warmup`` at the full rate."""
+        scheduler = super().create_scheduler(num_training_steps, optimizer)
+        warmup = self.args.get_warmup_steps(num_training_steps)
+        lambdas = getattr(scheduler, "lr_lambdas", None)
+        if warmup > 0 and lambdas is not None and not getattr(scheduler, "_warmup_from_one", False):
+            scheduler.lr_lambdas = [lambda step, f=f: f(step + 1) if step < warmup else f(step) for f in lambdas]
+            scheduler._warmup_from_one = True
+            lrs = [base * f(scheduler.last_epoch) for base, f in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+            for group, lr in zip(scheduler.optimizer.param_groups, lrs):
+                group["lr"] = lr
+            scheduler._last_lr = lrs
+        return scheduler
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            compute_entropy=False, compute_aux_loss=False, pixel_values=None,
@@ -368,6 +408,26 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             kept = sorted((p for p in root.iterdir() if p.name.startswith("step-")), key=checkpoint_step)
             for old in kept[:-limit]:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def importance_sampling_ratio(old_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
+                              args) -> torch.Tensor:
+    """TRL 1.16's vLLM importance-sampling ratio (``vllm_importance_sampling_mode`` and clips), for
+    log-probs recomputed with the episode images. NaN sampling log-probs (environment tokens,
+    tokens vLLM could not score) contribute no correction."""
+    diff = torch.nan_to_num((old_logps - sampling_logps) * mask, nan=0.0)
+    mode = args.vllm_importance_sampling_mode
+    if mode.startswith("sequence_"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    low, high = args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max
+    if mode.endswith("_truncate"):
+        return torch.clamp(ratio, min=low, max=high)
+    if mode.endswith("_mask"):
+        low = -math.inf if low is None else low
+        high = math.inf if high is None else high
+        return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+    raise ValueError(f"unknown vllm_importance_sampling_mode {mode!r}")
 
 
 def step_metrics(records: list[dict[str, Any]], turns: int, generations: int,

@@ -151,7 +151,15 @@ def grpo_args(config: TrainConfig, store: RunStore):
         use_vllm=config.use_vllm,
     )
     if config.use_vllm:
-        kwargs.update(vllm_mode=config.vllm_mode, vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization)
+        kwargs.update(
+            vllm_mode=config.vllm_mode,
+            vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+            vllm_max_model_length=config.vllm_max_model_length or config.episode_token_budget(),
+            vllm_enable_sleep_mode=config.vllm_enable_sleep_mode and config.vllm_mode == "colocate",
+            vllm_importance_sampling_correction=config.vllm_importance_sampling_correction,
+        )
+        if config.vllm_server_base_url:
+            kwargs["vllm_server_base_url"] = config.vllm_server_base_url
     return GRPOConfig(**kwargs)
 
 
