@@ -208,6 +208,18 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
 
     check_trl_pin()
     model, processor = policy if policy is not None else load_model(config)
+    from multiturn_trainer.kernels import announce_kernels
+
+    kernels = announce_kernels(model, has_gpu())
+    if kernels:
+        print(kernels, flush=True)
+    if config.use_vllm:
+        from trl.generation import vllm_generation
+
+        if not vllm_generation.is_vllm_available():
+            raise SystemExit("watercolour train: use_vllm is on but vLLM is not installed (see README, "
+                             "'Generation on one H200'); install it, or pass --use-vllm false for HF generate "
+                             "(about 2.6x slower per 35B step)")
     trainer = MultiTurnGRPOTrainer(
         model=model,
         args=grpo_args(config, store),

@@ -457,15 +457,32 @@ def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
 def test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes(tmp_path):
     completed = subprocess.run(
         [sys.executable, "scripts/gpu_check.py", "--shapes", "tiny", "--generations", "2",
-         "--max-completion-length", "48", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+         "--max-completion-length", "48", "--decode-tokens", "8", "--step-tokens", "16", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert report["shapes"] == "tiny" and report["episodes"] == 2
-    for phase in ("generate_s", "render_s", "score_s", "train_s"):
-        assert report[phase] >= 0
-    assert "gpu_check: shapes=tiny" in completed.stdout
+    assert report["shapes"] == "tiny" and report["turns"] == 3 and report["episodes_per_step"] == 2
+    assert set(report["gated_delta_net"]) == {"chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule",
+                                              "causal_conv1d_fn", "causal_conv1d_update"}
+    assert report["generate"]["decode_tokens"] == 8 and report["generate"]["tokens_per_s_per_sequence"] > 0
+    # The worst-case episode: 3 completions of the full budget and two real paintings as image tokens.
+    for setting in ("false", "true"):
+        trained = report[f"train_lora_experts_{setting}"]
+        assert trained["images"] == 2 and trained["tokens"] > 3 * 48 and trained["seconds"] > 0
+    assert (report["train_lora_experts_true"]["trainable_parameters"]
+            > report["train_lora_experts_false"]["trainable_parameters"])
+    assert report["longest_sequence_trained"] == report["train_lora_experts_false"]["tokens"]
+    assert report["render"]["passed"] == 2 and report["render"]["seconds"] > 0
+    # The real step ran at the preset's shape with paintings injected into turns 1 and 2.
+    step = report["step"]
+    assert step["episodes"] == 2 and step["turns"] == 3 and step["images_per_episode"] == [2, 2]
+    assert all(step[f"{phase}_s"] > 0 for phase in ("generate", "render", "train"))
+    projection = report["projection"]
+    assert projection["step_s"] == pytest.approx(
+        projection["generate_s"] + projection["render_s"] + projection["train_s"], abs=2)
+    assert projection["anchor_step_s"] == 1100.0 and projection["110_steps_h"] > 0
+    assert "gpu_check projection:" in completed.stdout
 
 
 def test_two_processes_run_their_own_groups_without_clashing(tmp_path):
