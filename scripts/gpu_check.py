@@ -9,9 +9,11 @@ painting = 361 image tokens at patch 16 / merge 2).
 A real 3-turn step at 4,096 tokens a turn takes the better part of an hour with HF generate,
 so the check measures each phase where it is cheap to measure and projects the step:
 
-1. generate: G sequences decoding ``--decode-tokens`` tokens from the real turn-1 prompt
-   (HF generate; vLLM when it is installed), tokens/s per sequence and in all. A turn lasts
-   until its longest sequence stops: random weights never stop, which is the worst case.
+1. generate: G sequences decoding ``--decode-tokens`` tokens from the real turn-1 prompt,
+   tokens/s per sequence and in all, with HF generate and — where vLLM is installed — with the
+   preset's colocated vLLM engine (random "dummy" weights, beside the resident training
+   weights, sleep mode). A turn lasts until its longest sequence stops: random weights never
+   stop, which is the worst case.
 2. train: one LoRA forward + backward on one worst-case episode — the real turn-1 prompt,
    ``turns`` completions of ``max_completion_length`` tokens and the ``turns - 1`` environment
    turns with real paintings (the starter pool's) as image tokens — for ``lora_experts`` off
@@ -227,6 +229,65 @@ def measure_generate(model, processor, config, generations: int, decode_tokens: 
     return figures
 
 
+def vllm_engine():
+    """vLLM's ``LLM`` and ``SamplingParams``, or None where vLLM is not installed."""
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError:
+        return None
+    return LLM, SamplingParams
+
+
+def measure_generate_vllm(model, processor, config, generations: int, decode_tokens: int, scratch: Path,
+                          gpu: bool) -> dict:
+    """The preset's colocated engine beside the resident training weights: vLLM with random
+    ("dummy") weights at the same shapes, its context from the episode budget, sleep mode on;
+    the same G sequences and forced decode length as the HF measurement."""
+    engine = vllm_engine()
+    if engine is None:
+        return {"backend": "vllm", "skipped": "vLLM is not installed"}
+    import torch
+
+    from agent.messages import first_turn_messages
+
+    LLM, SamplingParams = engine
+    shapes_dir = scratch / "vllm-shapes"
+    model.config.save_pretrained(shapes_dir)
+    processor.save_pretrained(shapes_dir)
+    # In this process, as TRL's colocate mode runs it, so the memory figures include it.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    with Memory(gpu) as start:
+        llm = LLM(model=str(shapes_dir), load_format="dummy", dtype="bfloat16" if gpu else "float32",
+                  gpu_memory_utilization=config.vllm_gpu_memory_utilization, max_model_len=config.episode_token_budget(),
+                  max_num_seqs=generations, enable_sleep_mode=True, seed=0)
+    figures = {"backend": "vllm", "start_seconds": round(start.seconds, 1), "max_model_len": config.episode_token_budget(),
+               "gpu_memory_utilization": config.vllm_gpu_memory_utilization}
+    if gpu:
+        free, total = torch.cuda.mem_get_info()
+        figures["device_used_gib_awake"] = round((total - free) / 2**30, 1)
+    messages = first_turn_messages(config.subjects[0], enable_thinking=config.enable_thinking)
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                         enable_thinking=config.enable_thinking)
+    ids = list(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+    params = SamplingParams(n=1, max_tokens=decode_tokens, min_tokens=decode_tokens, temperature=1.0, top_k=20,
+                            top_p=0.95, logprobs=0)
+    with Memory(gpu) as memory:
+        outputs = llm.generate([{"prompt_token_ids": ids} for _ in range(generations)], sampling_params=params,
+                               use_tqdm=False)
+    new = max(len(o.outputs[0].token_ids) for o in outputs)
+    figures.update(sequences=generations, prompt_tokens=len(ids), decode_tokens=new, **memory.figures(),
+                   tokens_per_s_per_sequence=round(new / memory.seconds, 2),
+                   tokens_per_s=round(sum(len(o.outputs[0].token_ids) for o in outputs) / memory.seconds, 1))
+    llm.sleep(level=2)  # what the trainer does before every loss pass
+    if gpu:
+        free, total = torch.cuda.mem_get_info()
+        figures["device_used_gib_asleep"] = round((total - free) / 2**30, 1)
+    del llm
+    if gpu:
+        torch.cuda.empty_cache()
+    return figures
+
+
 def measure_render(config, generations: int) -> dict:
     from env.core import SketchEvaluator
 
@@ -281,7 +342,7 @@ def measure_step(model, processor, config, scratch: Path, step_tokens: int) -> d
 
 
 def project(config, generate: dict, train_runs: list[dict], render: dict) -> dict:
-    """A full step of the preset from the measured phases."""
+    """A full step of the preset from the measured phases, with ``generate``'s decoding speed."""
     per_turn = config.max_completion_length / generate["tokens_per_s_per_sequence"]
     generate_s = config.turns * per_turn
     chosen = next((t for t in train_runs if t["lora_experts"] == config.lora_experts and "seconds" in t), None)
@@ -346,6 +407,8 @@ def main(argv=None) -> int:
                       **({"weights_gib": round(torch.cuda.memory_allocated() / 2**30, 1)} if gpu else {})})
         say("kernels", report["gated_delta_net"])
         say("generate", measure_generate(model, processor, config, config.episodes_per_step, args.decode_tokens, gpu))
+        say("generate_vllm", measure_generate_vllm(model, processor, config, config.episodes_per_step,
+                                                   args.decode_tokens, scratch, gpu))
         episode = worst_case_episode(config, processor)
         train_runs = []
         for lora_experts in (False, True):
@@ -357,7 +420,9 @@ def main(argv=None) -> int:
         with Memory(gpu) as memory:
             step = measure_step(model, processor, config, scratch, args.step_tokens)
         say("step", {**step, **memory.figures()})
-        say("projection", project(config, report["generate"], train_runs, report["render"]))
+        say("projection_hf", project(config, report["generate"], train_runs, report["render"]))
+        if "tokens_per_s_per_sequence" in report["generate_vllm"]:
+            say("projection_vllm", project(config, report["generate_vllm"], train_runs, report["render"]))
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "gpu_check.json").write_text(json.dumps(report, indent=2))

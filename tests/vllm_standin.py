@@ -44,7 +44,13 @@ class StandInLLM:
         from multiturn_trainer.tiny_model import load_policy
 
         self.engine_kwargs = dict(engine_kwargs, model=model)
-        self.model, self.processor = load_policy(model)
+        if engine_kwargs.get("load_format") == "dummy":  # vLLM's random weights at the folder's shapes
+            from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+            self.model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(model))
+            self.processor = AutoProcessor.from_pretrained(model)
+        else:
+            self.model, self.processor = load_policy(model)
         self.model.eval()
         self.image_pad_id = self.processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
         self.merge = self.processor.image_processor.merge_size ** 2
@@ -95,6 +101,7 @@ class StandInLLM:
             out = self.model.generate(
                 **inputs, do_sample=True, temperature=params.temperature, top_p=params.top_p,
                 top_k=params.top_k if params.top_k and params.top_k > 0 else None, max_new_tokens=params.max_tokens,
+                min_new_tokens=getattr(params, "min_tokens", 0) or None,
                 output_scores=True, return_dict_in_generate=True, eos_token_id=tokenizer.eos_token_id,
                 pad_token_id=tokenizer.pad_token_id,
             )
