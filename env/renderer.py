@@ -29,7 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from env.contract import SketchContract, P5_TEXT_FUNCTIONS
+from env.contract import (
+    DOM_ACCESS_NAMES,
+    DYNAMIC_CODE_NAMES,
+    EXTERNAL_ACCESS_NAMES,
+    JS_SAFE_GLOBALS,
+    P5_GLOBAL_NAMES,
+    P5_TEXT_FUNCTIONS,
+    STORAGE_NAMES,
+    TIMER_NAMES,
+    SketchContract,
+)
 from env.pigment import paint_fraction_of_png
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
@@ -50,6 +60,8 @@ def library_files() -> dict[str, Path]:
     return {
         "/p5.min.js": modules / "p5" / "lib" / "p5.min.js",
         "/p5.brush.js": modules / "p5.brush" / "dist" / "p5.brush.js",
+        # Hardened JavaScript: lockdown() and Compartment, the sketch's confinement.
+        "/ses.js": modules / "ses" / "dist" / "ses.umd.min.js",
         "/runtime.js": PAGE_DIR / "runtime.js",
     }
 
@@ -162,6 +174,21 @@ FLOAT16_MASKS_SCRIPT = (
 )
 
 
+# The sketch's clock (Date.now(), new Date()): a fixed instant, so a sketch that seeds
+# from the time still renders byte-identically. 2024-01-01T00:00:00Z.
+CLOCK_EPOCH_MS = 1_704_067_200_000
+
+
+def name_codes() -> dict[str, str]:
+    """Reason code of each known forbidden name, for the page's traps (later lists win)."""
+    codes: dict[str, str] = {}
+    for names, code in ((P5_GLOBAL_NAMES, "bare_primitive"), (EXTERNAL_ACCESS_NAMES, "external_access"),
+                        (DOM_ACCESS_NAMES, "dom_access"), (TIMER_NAMES, "timer"), (STORAGE_NAMES, "storage"),
+                        (DYNAMIC_CODE_NAMES, "dynamic_code")):
+        codes.update(dict.fromkeys(names, code))
+    return codes
+
+
 def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_density: float = 1.0,
               float16_masks: bool = False) -> str:
     config = {
@@ -171,6 +198,11 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
         "brushMethods": list(contract.brush_methods),
         "p5Names": list(contract.p5_names),
         "textFunctions": list(P5_TEXT_FUNCTIONS),
+        "jsGlobals": list(JS_SAFE_GLOBALS),
+        "codes": name_codes(),
+        "maxCanvasSide": contract.max_canvas_side,
+        "maxTypedArrayBytes": contract.max_typed_array_bytes,
+        "clockEpochMs": CLOCK_EPOCH_MS,
     }
     # JSON inside a <script> element: escaping "<" keeps "</script>" in the sketch inert.
     config_json = json.dumps(config).replace("<", "\\u003c")
@@ -182,6 +214,7 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
         + f"<script>window.__WC_CONFIG={config_json};</script>"
         "<script src='/p5.min.js'></script>"
         "<script src='/p5.brush.js'></script>"
+        "<script src='/ses.js'></script>"
         "<script src='/runtime.js'></script>"
         "</head><body></body></html>"
     )

@@ -185,11 +185,17 @@ def test_paint_fraction_of_blank_and_painted_arrays():
 def test_library_versions_are_pinned_and_installed():
     package = json.loads((ROOT / "package.json").read_text())
     lock = json.loads((ROOT / "package-lock.json").read_text())
-    assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2"}
+    # ses (Hardened JavaScript) confines the sketch: pinned exactly like p5, and served from
+    # the same node_modules.
+    assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2", "ses": "2.3.0"}
     for name, version in package["dependencies"].items():
         assert lock["packages"][f"node_modules/{name}"]["version"] == version
         installed = json.loads((ROOT / "node_modules" / name / "package.json").read_text())
         assert installed["version"] == version
+    # ses's own dependencies come from the lock file, never from a range at install time.
+    for name, entry in lock["packages"].items():
+        if name.startswith("node_modules/"):
+            assert "version" in entry and "integrity" in entry, name
     # p5.brush 2.x draws nothing on p5 1.x: the pair must stay on the same major version.
     assert package["dependencies"]["p5"].split(".")[0] == package["dependencies"]["p5.brush"].split(".")[0]
 
