@@ -215,7 +215,7 @@ STATIC_REASON_CODES: dict[str, str] = {
     "bare_primitive": "The sketch uses a p5 drawing function or variable outside the allowlist; paint only with the allowed brush.* methods.",
     "text_label": "The sketch calls a p5 text function (text, textFont, loadFont, ...); text functions are not allowed.",
     "external_access": "The sketch reaches outside itself (network, other windows, the global object or p5 internals).",
-    "dynamic_code": "The sketch builds or runs code dynamically (eval, Function, computed access to protected objects, constructor tricks).",
+    "dynamic_code": "The sketch builds or runs code dynamically or tampers with JavaScript itself (eval, Function, constructor tricks, patching built-ins).",
     "dom_access": "The sketch touches the page (document, DOM elements).",
     "timer": "The sketch uses timers or animation callbacks; draw everything synchronously in draw().",
     "storage": "The sketch uses browser storage (localStorage, cookies, IndexedDB, ...).",

@@ -121,6 +121,12 @@ SANDBOX_ARGS = [
 ]
 
 
+# Per-render memory bound on the page's renderer process (RSS, sampled every
+# MEMORY_SAMPLE_S). poppies.js (600x600) peaked at 197 MB, so 1 GiB is 5x a real painting.
+DEFAULT_MEMORY_LIMIT_MB = 1024
+MEMORY_SAMPLE_S = 0.25
+
+
 def find_chromium() -> str | None:
     """A Chromium on PATH (Debian's), else Playwright's own download (None)."""
     override = os.environ.get("WATERCOLOUR_CHROMIUM")
@@ -325,6 +331,7 @@ class RendererPool:
         deadline_s: float = 90.0,
         executable: str | None = None,
         pixel_density: float = 1.0,
+        memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
@@ -335,6 +342,7 @@ class RendererPool:
         # p5 draws at window.devicePixelRatio: 0.5 is the preview option for intermediate
         # turns (a quarter of the pixels to raster; the PNG is half the size).
         self.pixel_density = pixel_density
+        self.memory_limit_mb = memory_limit_mb
         self.executable = executable if executable is not None else find_chromium()
         self._playwright = None
         self._browsers: list[_Browser] = []
@@ -442,11 +450,36 @@ class RendererPool:
             died.set()
 
         process.on("disconnected", on_disconnected)
+        navigated = asyncio.Event()  # the page tried to leave its document: external_access
+        over_memory: dict[str, int] = {}
+        memory_event = asyncio.Event()
+        page_url = SANDBOX_ORIGIN + key
+        monitor = asyncio.ensure_future(self._watch_memory(browser, memory_event, over_memory))
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
+
+            def on_request(request) -> None:
+                # A navigation away from the sketch's page (location, a form, a link) can only
+                # be the sketch's doing; the network layer aborts it, and the render ends now
+                # instead of at the deadline.
+                if request.is_navigation_request() and request.url != page_url:
+                    navigated.set()
+
+            page.on("request", on_request)
+            page.on("popup", lambda _popup: navigated.set())
             outcome = await _race(self._load_and_wait(browser, page, key, nonce),
-                                  {"crashed": crashed, "browser_died": died}, deadline)
+                                  {"crashed": crashed, "browser_died": died, "navigated": navigated,
+                                   "memory_limit": memory_event}, deadline)
+            if outcome == "memory_limit":
+                kill_pids(over_memory.get("pid"))
+                await browser.close()
+                return _sketch_failure(started, "memory_limit",
+                                       f"the page used {over_memory.get('rss_mb', 0)} MB, over the "
+                                       f"{self.memory_limit_mb} MB limit")
+            if outcome == "navigated":
+                await browser.close()
+                return _sketch_failure(started, "external_access", "the sketch tried to navigate away from its page")
             if outcome == "timeout":
                 await browser.close()  # the page may be spinning; recycle the whole process
                 return _sketch_failure(started, "render_timeout", f"no painting within {deadline:g} s")
@@ -456,7 +489,14 @@ class RendererPool:
             if outcome in ("crashed", "browser_died"):
                 await browser.close()
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
-            return self._result_from_page(outcome, started)
+            if outcome.get("endedAs") == "lockdown_failed":
+                return _infrastructure_result(started, f"sandbox_failed: {outcome.get('errors')}")
+            # Decoding the picture is part of the render: it runs inside the same deadline.
+            remaining = max(0.5, deadline - (time.perf_counter() - started))
+            try:
+                return await asyncio.wait_for(asyncio.to_thread(self._result_from_page, outcome, started), remaining)
+            except asyncio.TimeoutError:
+                return _sketch_failure(started, "render_timeout", f"the painting could not be read within {deadline:g} s")
         except Exception as exc:
             message = str(exc)
             browser_died = died.is_set() or not process.is_connected()
@@ -467,6 +507,7 @@ class RendererPool:
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
         finally:
+            monitor.cancel()
             process.remove_listener("disconnected", on_disconnected)
             self._pending_html.pop(key, None)
             browser.waiters.pop(page, None)
@@ -490,15 +531,48 @@ class RendererPool:
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
             reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
 
+    async def _watch_memory(self, browser: _Browser, event: asyncio.Event, found: dict) -> None:
+        """Sample the browser's renderer processes; flag the first one over the limit.
+
+        ArrayBuffer backing stores and canvases live outside the V8 heap, so
+        --max-old-space-size alone does not stop a memory bomb; RSS does.
+        """
+        limit_kb = self.memory_limit_mb * 1024
+        roots = await asyncio.to_thread(browser_pids, browser.marker)
+        while not event.is_set():
+            heavy = await asyncio.to_thread(_heaviest_renderer, roots)
+            if heavy is not None and heavy[1] > limit_kb:
+                found.update(pid=heavy[0], rss_mb=heavy[1] // 1024)
+                event.set()
+                return
+            await asyncio.sleep(MEMORY_SAMPLE_S)
+
     def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
         violations = _unique(v["code"] for v in page_result.get("violations", []))
         details = [f"{v['name']}: {v['code']}" for v in page_result.get("violations", [])]
         errors = list(page_result.get("errors", []))
         png = None
+        fraction = 0.0
         data_url = page_result.get("png")
         if data_url and data_url.startswith("data:image/png;base64,"):
-            png = base64.b64decode(data_url.split(",", 1)[1])
-        fraction = paint_fraction_of_png(png) if png else 0.0
+            encoded = data_url.split(",", 1)[1]
+            size = png_size(encoded)
+            side = self.contract.max_canvas_side
+            if size is None:
+                errors.append("the canvas could not be read as a PNG")
+                violations.append("render_error")
+            elif size[0] > side or size[1] > side:
+                # Checked before decoding: the sketch's canvas, the sketch's fault.
+                violations.append("canvas_too_large")
+                errors.append(f"the canvas is {size[0]}x{size[1]} pixels; at most {side}x{side} is allowed")
+            else:
+                try:
+                    png = base64.b64decode(encoded)
+                    fraction = paint_fraction_of_png(png)
+                except Exception as exc:  # a PNG the sketch's canvas produced: its failure
+                    png = None
+                    errors.append(f"the canvas could not be decoded: {exc}"[:300])
+                    violations.append("render_error")
         ended_as = page_result.get("endedAs") or "unknown"
         if errors and not violations:
             violations.append("render_error")
@@ -517,6 +591,61 @@ class RendererPool:
             ended_as=ended_as,
             details=details,
         )
+
+
+def png_size(encoded: str) -> tuple[int, int] | None:
+    """Width and height from a base64 PNG's IHDR chunk, without decoding the image."""
+    try:
+        head = base64.b64decode(encoded[:44])
+    except ValueError:
+        return None
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def _children(pids: list[int]) -> list[int]:
+    """All descendants of ``pids`` (Linux /proc)."""
+    parent_of: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], set(pids)
+    while frontier:
+        layer = [pid for pid, parent in parent_of.items() if parent in frontier]
+        found.extend(layer)
+        frontier = set(layer)
+    return found
+
+
+def _heaviest_renderer(roots: list[int]) -> tuple[int, int] | None:
+    """(pid, RSS in kB) of the largest renderer process under the browser ``roots``."""
+    best = None
+    for pid in _children(roots):
+        try:
+            if b"--type=renderer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                    if best is None or rss > best[1]:
+                        best = (pid, rss)
+                    break
+        except (OSError, ValueError):
+            continue
+    return best
+
+
+def kill_pids(*pids: int | None) -> None:
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 async def _race(work, events: dict[str, asyncio.Event], deadline: float):

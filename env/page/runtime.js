@@ -379,6 +379,11 @@
     // SES refuses source with a direct eval or an import expression before running any of it.
     if (/SES_EVAL_REJECTED/.test(message)) record('dynamic_code', 'eval');
     if (/SES_IMPORT_REJECTED/.test(message)) record('dynamic_code', 'import');
+    // Built-ins are frozen: an attempt to patch one (JSON.stringify, Array.prototype.push,
+    // Function.prototype.apply...) fails here instead of rewriting the verdict.
+    if (/Cannot assign to read only property|object is not extensible|Cannot redefine property|Cannot delete property/.test(message)) {
+      record('dynamic_code', 'patching a frozen built-in');
+    }
     const read = /Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)/.exec(message);
     if (read && trapNames.has(read[1]) && !p5Allowed.has(read[1])) record(codeFor(read[1]), read[1]);
   };
