@@ -2,7 +2,7 @@
 
 A pool of browser *processes* (pages inside one browser serialise in its GPU process, so
 parallelism needs several browsers), each rendering one sketch at a time on a fresh page.
-Every request from the page is intercepted: our three library files are served from disk,
+Every request from the page is intercepted: our four library files (p5, p5.brush, SES, runtime) are served from disk,
 everything else is aborted, and the browser is started behind a dead proxy so that anything
 the interception misses fails too.
 

@@ -260,3 +260,22 @@ def test_any_mix_of_hostile_statements_fails_with_a_reason(renderer, statements,
         assert result.png == renderer.render(SMALL_SKETCH, seed=1).png, statements
     else:
         assert set(result.violations) - {"render_error", "blank_canvas"}, (statements, result.violations, result.errors)
+
+
+def test_lettering_is_judged_by_the_text_functions_only(renderer):
+    # The decision (README, "The sketch contract and the gate"): p5's text functions are a
+    # violation; letters painted with allowed brush shapes are not, and the feedback says so.
+    from env.core import SketchOutcome
+    from env.feedback import feedback_text
+
+    assert "lettering" not in REASON_CODES["text_label"] and "text function" in REASON_CODES["text_label"]
+    outcome = SketchOutcome(code="", passed=False, violations=["text_label"], errors=[], paint_fraction=0.1,
+                            render_ms=1, png=None)
+    assert REASON_CODES["text_label"] in feedback_text(outcome, turn=1, turns_left=1)
+    letter_h = """
+  brush.fill('#2b2230', 200);
+  for (const x of [60, 120]) { brush.beginShape(0); brush.vertex(x, 40); brush.vertex(x + 12, 40);
+    brush.vertex(x + 12, 160); brush.vertex(x, 160); brush.endShape(true); }
+  brush.beginShape(0); brush.vertex(60, 95); brush.vertex(132, 95); brush.vertex(132, 107);
+  brush.vertex(60, 107); brush.endShape(true);"""
+    assert renderer.render(small_sketch_with(letter_h), seed=1).passed
