@@ -213,20 +213,22 @@ STATIC_REASON_CODES: dict[str, str] = {
     "brush_method_not_allowed": "The sketch calls a p5.brush method that is outside the allowlist.",
     "unknown_brush_method": "The sketch uses a brush.* name that p5.brush does not have.",
     "bare_primitive": "The sketch uses a p5 drawing function or variable outside the allowlist; paint only with the allowed brush.* methods.",
-    "text_label": "The sketch draws or loads text; no text or lettering is allowed.",
+    "text_label": "The sketch calls a p5 text function (text, textFont, loadFont, ...); text functions are not allowed.",
     "external_access": "The sketch reaches outside itself (network, other windows, the global object or p5 internals).",
-    "dynamic_code": "The sketch builds or runs code dynamically (eval, Function, computed access to protected objects, constructor tricks).",
+    "dynamic_code": "The sketch builds or runs code dynamically or tampers with JavaScript itself (eval, Function, constructor tricks, patching built-ins).",
     "dom_access": "The sketch touches the page (document, DOM elements).",
     "timer": "The sketch uses timers or animation callbacks; draw everything synchronously in draw().",
     "storage": "The sketch uses browser storage (localStorage, cookies, IndexedDB, ...).",
     "unknown_global": "The sketch uses a global name that it does not declare and that is not an allowed p5 or JavaScript name.",
     "no_painting_calls": "The sketch never calls brush.circle or brush.endShape, so it cannot paint anything.",
+    "canvas_too_large": "The sketch asks for a canvas larger than the allowed size (createCanvas width and height).",
 }
 
 RUNTIME_REASON_CODES: dict[str, str] = {
     "p5_function_not_allowed": "At run time the sketch called a p5 or p5.brush function outside the allowlist.",
     "render_timeout": "The sketch did not finish rendering in time (infinite loop or far too much work).",
     "render_crashed": "The browser crashed while rendering the sketch (usually memory exhaustion).",
+    "memory_limit": "The sketch allocated more memory than a painting needs (huge arrays or buffers).",
     "render_error": "The sketch threw a JavaScript error while running.",
     "blank_canvas": "The sketch ran but left (almost) no paint on the canvas.",
     "infrastructure_error": "The renderer failed for reasons unrelated to the sketch; it was not judged.",
@@ -256,6 +258,12 @@ class SketchContract:
     max_reply_bytes: int = 200_000
     max_code_chars: int = 40_000
     min_paint_fraction: float = 0.005
+    # createCanvas bounds: the examples paint at 600x600; 2048 leaves room for large
+    # paintings while the PNG (decoded on our side) stays under 17 MB of RGBA.
+    max_canvas_side: int = 2048
+    # Typed-array bytes one render may allocate through the sketch's constructors (the
+    # examples use none; p5.brush's own buffers do not count).
+    max_typed_array_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         brush_methods = _as_name_tuple(self.brush_methods, "brush_methods")
@@ -266,7 +274,7 @@ class SketchContract:
             raise ValueError(f"brush_methods has names p5.brush does not export: {unknown}")
         object.__setattr__(self, "brush_methods", brush_methods)
         object.__setattr__(self, "p5_names", _as_name_tuple(self.p5_names, "p5_names"))
-        for size_field in ("max_reply_bytes", "max_code_chars"):
+        for size_field in ("max_reply_bytes", "max_code_chars", "max_canvas_side", "max_typed_array_bytes"):
             value = getattr(self, size_field)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{size_field} must be a positive integer, got {value!r}")

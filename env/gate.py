@@ -1292,6 +1292,18 @@ class _SketchAnalyzer:
         return None
 
     def note_canvas(self, node: Node, arguments: list[Node], scope: _Scope) -> None:
+        # Literal sizes are checked here for early feedback; the run-time layer checks every
+        # createCanvas call whatever its arguments.
+        side = self.contract.max_canvas_side
+        for size in arguments[:2]:
+            size = _unparenthesize(size)
+            try:
+                value = float(_node_text(size).replace("_", "")) if size.type == "number" else None
+            except ValueError:
+                value = None
+            if value is not None and value > side:
+                self.report(node, "canvas_too_large", f"createCanvas asks for {value:g} pixels; at most {side} per side")
+                break
         if len(arguments) >= 3:
             renderer = _unparenthesize(arguments[2])
             if renderer.type == "identifier" and _identifier_name(renderer) == "WEBGL" and scope.resolve("WEBGL") is None:

@@ -2,7 +2,7 @@
 
 A pool of browser *processes* (pages inside one browser serialise in its GPU process, so
 parallelism needs several browsers), each rendering one sketch at a time on a fresh page.
-Every request from the page is intercepted: our three library files are served from disk,
+Every request from the page is intercepted: our four library files (p5, p5.brush, SES, runtime) are served from disk,
 everything else is aborted, and the browser is started behind a dead proxy so that anything
 the interception misses fails too.
 
@@ -29,7 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from env.contract import SketchContract, P5_TEXT_FUNCTIONS
+from env.contract import (
+    DOM_ACCESS_NAMES,
+    DYNAMIC_CODE_NAMES,
+    EXTERNAL_ACCESS_NAMES,
+    JS_SAFE_GLOBALS,
+    P5_GLOBAL_NAMES,
+    P5_TEXT_FUNCTIONS,
+    STORAGE_NAMES,
+    TIMER_NAMES,
+    SketchContract,
+)
 from env.pigment import paint_fraction_of_png
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
@@ -50,6 +60,8 @@ def library_files() -> dict[str, Path]:
     return {
         "/p5.min.js": modules / "p5" / "lib" / "p5.min.js",
         "/p5.brush.js": modules / "p5.brush" / "dist" / "p5.brush.js",
+        # Hardened JavaScript: lockdown() and Compartment, the sketch's confinement.
+        "/ses.js": modules / "ses" / "dist" / "ses.umd.min.js",
         "/runtime.js": PAGE_DIR / "runtime.js",
     }
 
@@ -109,6 +121,12 @@ SANDBOX_ARGS = [
 ]
 
 
+# Per-render memory bound on the page's renderer process (RSS, sampled every
+# MEMORY_SAMPLE_S). poppies.js (600x600) peaked at 197 MB, so 1 GiB is 5x a real painting.
+DEFAULT_MEMORY_LIMIT_MB = 1024
+MEMORY_SAMPLE_S = 0.25
+
+
 def find_chromium() -> str | None:
     """A Chromium on PATH (Debian's), else Playwright's own download (None)."""
     override = os.environ.get("WATERCOLOUR_CHROMIUM")
@@ -162,6 +180,21 @@ FLOAT16_MASKS_SCRIPT = (
 )
 
 
+# The sketch's clock (Date.now(), new Date()): a fixed instant, so a sketch that seeds
+# from the time still renders byte-identically. 2024-01-01T00:00:00Z.
+CLOCK_EPOCH_MS = 1_704_067_200_000
+
+
+def name_codes() -> dict[str, str]:
+    """Reason code of each known forbidden name, for the page's traps (later lists win)."""
+    codes: dict[str, str] = {}
+    for names, code in ((P5_GLOBAL_NAMES, "bare_primitive"), (EXTERNAL_ACCESS_NAMES, "external_access"),
+                        (DOM_ACCESS_NAMES, "dom_access"), (TIMER_NAMES, "timer"), (STORAGE_NAMES, "storage"),
+                        (DYNAMIC_CODE_NAMES, "dynamic_code")):
+        codes.update(dict.fromkeys(names, code))
+    return codes
+
+
 def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_density: float = 1.0,
               float16_masks: bool = False) -> str:
     config = {
@@ -171,6 +204,11 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
         "brushMethods": list(contract.brush_methods),
         "p5Names": list(contract.p5_names),
         "textFunctions": list(P5_TEXT_FUNCTIONS),
+        "jsGlobals": list(JS_SAFE_GLOBALS),
+        "codes": name_codes(),
+        "maxCanvasSide": contract.max_canvas_side,
+        "maxTypedArrayBytes": contract.max_typed_array_bytes,
+        "clockEpochMs": CLOCK_EPOCH_MS,
     }
     # JSON inside a <script> element: escaping "<" keeps "</script>" in the sketch inert.
     config_json = json.dumps(config).replace("<", "\\u003c")
@@ -182,6 +220,7 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
         + f"<script>window.__WC_CONFIG={config_json};</script>"
         "<script src='/p5.min.js'></script>"
         "<script src='/p5.brush.js'></script>"
+        "<script src='/ses.js'></script>"
         "<script src='/runtime.js'></script>"
         "</head><body></body></html>"
     )
@@ -292,6 +331,7 @@ class RendererPool:
         deadline_s: float = 90.0,
         executable: str | None = None,
         pixel_density: float = 1.0,
+        memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
@@ -302,6 +342,7 @@ class RendererPool:
         # p5 draws at window.devicePixelRatio: 0.5 is the preview option for intermediate
         # turns (a quarter of the pixels to raster; the PNG is half the size).
         self.pixel_density = pixel_density
+        self.memory_limit_mb = memory_limit_mb
         self.executable = executable if executable is not None else find_chromium()
         self._playwright = None
         self._browsers: list[_Browser] = []
@@ -409,11 +450,36 @@ class RendererPool:
             died.set()
 
         process.on("disconnected", on_disconnected)
+        navigated = asyncio.Event()  # the page tried to leave its document: external_access
+        over_memory: dict[str, int] = {}
+        memory_event = asyncio.Event()
+        page_url = SANDBOX_ORIGIN + key
+        monitor = asyncio.ensure_future(self._watch_memory(browser, memory_event, over_memory))
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
+
+            def on_request(request) -> None:
+                # A navigation away from the sketch's page (location, a form, a link) can only
+                # be the sketch's doing; the network layer aborts it, and the render ends now
+                # instead of at the deadline.
+                if request.is_navigation_request() and request.url != page_url:
+                    navigated.set()
+
+            page.on("request", on_request)
+            page.on("popup", lambda _popup: navigated.set())
             outcome = await _race(self._load_and_wait(browser, page, key, nonce),
-                                  {"crashed": crashed, "browser_died": died}, deadline)
+                                  {"crashed": crashed, "browser_died": died, "navigated": navigated,
+                                   "memory_limit": memory_event}, deadline)
+            if outcome == "memory_limit":
+                kill_pids(over_memory.get("pid"))
+                await browser.close()
+                return _sketch_failure(started, "memory_limit",
+                                       f"the page used {over_memory.get('rss_mb', 0)} MB, over the "
+                                       f"{self.memory_limit_mb} MB limit")
+            if outcome == "navigated":
+                await browser.close()
+                return _sketch_failure(started, "external_access", "the sketch tried to navigate away from its page")
             if outcome == "timeout":
                 await browser.close()  # the page may be spinning; recycle the whole process
                 return _sketch_failure(started, "render_timeout", f"no painting within {deadline:g} s")
@@ -423,7 +489,14 @@ class RendererPool:
             if outcome in ("crashed", "browser_died"):
                 await browser.close()
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
-            return self._result_from_page(outcome, started)
+            if outcome.get("endedAs") == "lockdown_failed":
+                return _infrastructure_result(started, f"sandbox_failed: {outcome.get('errors')}")
+            # Decoding the picture is part of the render: it runs inside the same deadline.
+            remaining = max(0.5, deadline - (time.perf_counter() - started))
+            try:
+                return await asyncio.wait_for(asyncio.to_thread(self._result_from_page, outcome, started), remaining)
+            except asyncio.TimeoutError:
+                return _sketch_failure(started, "render_timeout", f"the painting could not be read within {deadline:g} s")
         except Exception as exc:
             message = str(exc)
             browser_died = died.is_set() or not process.is_connected()
@@ -434,6 +507,7 @@ class RendererPool:
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
         finally:
+            monitor.cancel()
             process.remove_listener("disconnected", on_disconnected)
             self._pending_html.pop(key, None)
             browser.waiters.pop(page, None)
@@ -457,15 +531,56 @@ class RendererPool:
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
             reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
 
+    async def _watch_memory(self, browser: _Browser, event: asyncio.Event, found: dict) -> None:
+        """Sample the browser's renderer processes; flag the first one over the limit.
+
+        ArrayBuffer backing stores and canvases live outside the V8 heap, so
+        --max-old-space-size alone does not stop a memory bomb; RSS does.
+        """
+        limit_kb = self.memory_limit_mb * 1024
+        roots = await asyncio.to_thread(browser_pids, browser.marker)
+        renderers: list[int] = []
+        samples = 0
+        while not event.is_set():
+            # Walking /proc for the process tree costs ~9 ms here; reading known renderers'
+            # RSS is ~0.1 ms, so the tree is refreshed only every 2 s (or until one is found).
+            if not renderers or samples % 8 == 0:
+                renderers = await asyncio.to_thread(_renderer_pids, roots)
+            samples += 1
+            for pid in renderers:
+                rss = _rss_kb(pid)
+                if rss is not None and rss > limit_kb:
+                    found.update(pid=pid, rss_mb=rss // 1024)
+                    event.set()
+                    return
+            await asyncio.sleep(MEMORY_SAMPLE_S)
+
     def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
         violations = _unique(v["code"] for v in page_result.get("violations", []))
         details = [f"{v['name']}: {v['code']}" for v in page_result.get("violations", [])]
         errors = list(page_result.get("errors", []))
         png = None
+        fraction = 0.0
         data_url = page_result.get("png")
         if data_url and data_url.startswith("data:image/png;base64,"):
-            png = base64.b64decode(data_url.split(",", 1)[1])
-        fraction = paint_fraction_of_png(png) if png else 0.0
+            encoded = data_url.split(",", 1)[1]
+            size = png_size(encoded)
+            side = self.contract.max_canvas_side
+            if size is None:
+                errors.append("the canvas could not be read as a PNG")
+                violations.append("render_error")
+            elif size[0] > side or size[1] > side:
+                # Checked before decoding: the sketch's canvas, the sketch's fault.
+                violations.append("canvas_too_large")
+                errors.append(f"the canvas is {size[0]}x{size[1]} pixels; at most {side}x{side} is allowed")
+            else:
+                try:
+                    png = base64.b64decode(encoded)
+                    fraction = paint_fraction_of_png(png)
+                except Exception as exc:  # a PNG the sketch's canvas produced: its failure
+                    png = None
+                    errors.append(f"the canvas could not be decoded: {exc}"[:300])
+                    violations.append("render_error")
         ended_as = page_result.get("endedAs") or "unknown"
         if errors and not violations:
             violations.append("render_error")
@@ -484,6 +599,71 @@ class RendererPool:
             ended_as=ended_as,
             details=details,
         )
+
+
+def png_size(encoded: str) -> tuple[int, int] | None:
+    """Width and height from a base64 PNG's IHDR chunk, without decoding the image."""
+    try:
+        head = base64.b64decode(encoded[:44])
+    except ValueError:
+        return None
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def _children(pids: list[int]) -> list[int]:
+    """All descendants of ``pids`` (Linux /proc)."""
+    parent_of: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], set(pids)
+    while frontier:
+        layer = [pid for pid, parent in parent_of.items() if parent in frontier]
+        found.extend(layer)
+        frontier = set(layer)
+    return found
+
+
+def _renderer_pids(roots: list[int]) -> list[int]:
+    """Renderer processes (``--type=renderer``) under the browser ``roots``."""
+    found = []
+    for pid in _children(roots):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _rss_kb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _heaviest_renderer(roots: list[int]) -> tuple[int, int] | None:
+    """(pid, RSS in kB) of the largest renderer process under the browser ``roots``."""
+    sizes = [(pid, rss) for pid in _renderer_pids(roots) if (rss := _rss_kb(pid)) is not None]
+    return max(sizes, key=lambda item: item[1]) if sizes else None
+
+
+def kill_pids(*pids: int | None) -> None:
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 async def _race(work, events: dict[str, asyncio.Event], deadline: float):

@@ -136,6 +136,14 @@ NETWORK_ATTEMPTS = [
     "location.href = 'http://127.0.0.1:{port}/navigate';",
     "window.open('http://127.0.0.1:{port}/popup');",
     "const l = document.querySelector('head'); l.insertAdjacentHTML('beforeend', '<link rel=stylesheet href=http://127.0.0.1:{port}/l.css>');",
+    # issue 13: doors the old depth-counting guard left open (the network layer held them)
+    "document.body.append(document.createRange().createContextualFragment('<img src=http://127.0.0.1:{port}/frag>'));",
+    "document.head.after('x'); document.body.outerHTML = '<body><img src=http://127.0.0.1:{port}/outer></body>';",
+    "brush.circle({{ valueOf() {{ const im = new Image(); im.src = 'http://127.0.0.1:{port}/valueof'; return 40; }} }}, 50, 50);",
+    "sin({{ valueOf() {{ navigator.sendBeacon('http://127.0.0.1:{port}/beacon2', 'x'); return 1; }} }});",
+    "const f = document.createElement('iframe'); document.body.appendChild(f); f.contentWindow.fetch('http://127.0.0.1:{port}/iframe');",
+    "const form = document.createElement('form'); form.action = 'http://127.0.0.1:{port}/form'; document.body.appendChild(form); form.submit();",
+    "Promise.resolve().then(() => fetch('http://127.0.0.1:{port}/microtask'));",
 ]
 
 
@@ -150,12 +158,12 @@ def test_no_request_leaves_the_page(renderer, loopback_listener):
     results.append(renderer.render(top_level + SMALL_SKETCH, seed=1, deadline_s=15))
     time.sleep(1.0)
     assert loopback_listener.connections == []
-    # Dynamic import() and a CSS url() cannot be guarded in the page, and a navigation can race
-    # the report: the network layer stops those (the listener above saw nothing). Every other
-    # attempt is also recorded as a violation.
-    network_only = ("import(", "document.body.style", "location.href")
-    unrecorded = [a for a, r in zip(NETWORK_ATTEMPTS, results) if not r.violations]
-    assert all(a.startswith(network_only) for a in unrecorded), unrecorded
+    # Inside the Compartment none of these capabilities exists: every attempt is also a
+    # recorded reason code (import() is refused by SES before the sketch runs), none is an
+    # infrastructure error, and the network layer stays as defence in depth.
+    unrecorded = [a for a, r in zip(NETWORK_ATTEMPTS, results) if not set(r.violations) - {"render_error", "blank_canvas"}]
+    assert unrecorded == []
+    assert not any(r.infrastructure_failed or r.passed for r in results)
 
 
 def test_infrastructure_failure_is_not_a_sketch_failure(tmp_path):
@@ -185,11 +193,17 @@ def test_paint_fraction_of_blank_and_painted_arrays():
 def test_library_versions_are_pinned_and_installed():
     package = json.loads((ROOT / "package.json").read_text())
     lock = json.loads((ROOT / "package-lock.json").read_text())
-    assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2"}
+    # ses (Hardened JavaScript) confines the sketch: pinned exactly like p5, and served from
+    # the same node_modules.
+    assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2", "ses": "2.3.0"}
     for name, version in package["dependencies"].items():
         assert lock["packages"][f"node_modules/{name}"]["version"] == version
         installed = json.loads((ROOT / "node_modules" / name / "package.json").read_text())
         assert installed["version"] == version
+    # ses's own dependencies come from the lock file, never from a range at install time.
+    for name, entry in lock["packages"].items():
+        if name.startswith("node_modules/"):
+            assert "version" in entry and "integrity" in entry, name
     # p5.brush 2.x draws nothing on p5 1.x: the pair must stay on the same major version.
     assert package["dependencies"]["p5"].split(".")[0] == package["dependencies"]["p5.brush"].split(".")[0]
 

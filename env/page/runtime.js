@@ -1,277 +1,477 @@
-// Watercolour sandbox runtime. Loaded after p5 and p5.brush, before the sketch.
-// It (1) removes network, storage and timer escape hatches the sketch could reach,
-// (2) replaces every non-allowed p5 global and brush method with a stub that records
-// a violation and throws, and (3) snapshots the WEBGL canvas with toDataURL once the
-// first frame (and p5.brush's flush in its postdraw hook) has finished.
+// Watercolour sandbox runtime. Loaded after p5, p5.brush and SES (Hardened JavaScript),
+// before any sketch code exists in the page.
+//
+// Confinement is by capability, not by watching who is calling:
+// 1. Everything the verdict needs (the report binding, the nonce, the seeded generator,
+//    p5's prototype, the brush object, toDataURL) is captured here first.
+// 2. lockdown() freezes every JavaScript intrinsic, so no sketch can patch JSON,
+//    Array.prototype, Function.prototype or Promise.prototype under the runtime's feet.
+// 3. The sketch is evaluated in a Compartment whose global object holds only the
+//    endowments below: the allowlisted p5 names bound to the instance, a frozen brush
+//    with the allowed methods, a seeded Math, a fixed clock, typed arrays under a byte
+//    budget, a silent console. No window, document, timers, network, storage or p5.
+//    Known names that are not endowed are traps that record their reason code.
+// 4. The painting is read from the canvas of the p5 instance the runtime holds (never
+//    looked up in the DOM), and the report is built from runtime-owned state only.
 // The allowlists arrive in window.__WC_CONFIG, written by the renderer.
 (() => {
   'use strict';
   const config = window.__WC_CONFIG;
+  const report = window.__wcReport;
+  const nonce = config.nonce;
+  delete window.__wcReport;
+  delete window.__WC_CONFIG;
+
+  // --- runtime-owned references, taken before lockdown and before the sketch exists ---
+  const P5 = window.p5;
+  const realBrush = window.brush;
+  const seededRandom = Math.random;  // the page's sfc32 (renderer.seed_script)
+  const toDataURL = HTMLCanvasElement.prototype.toDataURL;
+  const OriginalDate = Date;
+  const schedule = window.setTimeout.bind(window);
+  const { stringify } = JSON;
+  const { apply, construct, ownKeys } = Reflect;
+  const { defineProperty, freeze, getOwnPropertyNames, getOwnPropertyDescriptor } = Object;
+  const isArray = Array.isArray;
+  const windowNames = getOwnPropertyNames(window);
+
   const state = {
     violations: [],   // [{code, name}]
     errors: [],       // strings
     phase: 'loading',
     framesDrawn: 0,
     png: null,
-    userDepth: 0,     // > 0 while sketch code is on the stack
-    libDepth: 0,      // > 0 while an allowed library call runs on behalf of the sketch
+    instance: null,   // the p5 instance, as p5 hands it to our lifecycle hooks
+    reported: false,
+    typedBytes: 0,
   };
-  // The result goes back through a Playwright binding captured here and removed from the
-  // window, with a per-render nonce: the sketch can neither fake a report nor reach the
-  // depth counters below, which decide what counts as its own call.
-  const report = window.__wcReport;
-  const nonce = config.nonce;
-  delete window.__wcReport;
-  delete window.__WC_CONFIG;
-  const originalAppendChild = Node.prototype.appendChild;
-  const originalToDataURL = HTMLCanvasElement.prototype.toDataURL;
-  const originalQuerySelector = Document.prototype.querySelector;
-  const originalCreateElement = Document.prototype.createElement;
-
   const record = (code, name) => {
-    if (state.violations.length < 200) state.violations.push({ code, name: String(name) });
+    if (state.violations.length < 200) state.violations[state.violations.length] = { code, name: String(name) };
   };
   const recordError = (message) => {
-    if (state.errors.length < 50) state.errors.push(String(message).slice(0, 500));
-  };
-  window.addEventListener('error', (e) => recordError(e.message || e.error));
-  window.addEventListener('unhandledrejection', (e) => {
-    const reason = e.reason;
-    recordError(reason && reason.message ? reason.message : reason);
-    finish('rejected');
-  });
-
-  // The guard decides whether a call is the sketch's own (forbidden) or the libraries'
-  // (allowed): library internals run either outside sketch code (userDepth == 0) or
-  // inside an allowed call that raised libDepth.
-  const sketchIsCalling = () => state.userDepth > 0 && state.libDepth === 0;
-  const violation = (code, name) => {
-    record(code, name);
-    return new Error(`watercolour: ${name} is not allowed (${code})`);
-  };
-  const forbidden = (code, name) => function () { throw violation(code, name); };
-  const guardMethod = (owner, name, code) => {
-    const original = owner[name];
-    if (typeof original !== 'function') return;
-    const guarded = function (...args) {
-      if (sketchIsCalling()) throw violation(code, name);
-      return original.apply(this, args);
-    };
-    try {
-      Object.defineProperty(owner, name, { value: guarded, configurable: true, writable: true });
-    } catch (e) { /* non-configurable host property: left to the network sandbox */ }
-  };
-  const enterLibrary = (fn, self) => function (...args) {
-    state.libDepth++;
-    try { return fn.apply(self === undefined ? this : self, args); } finally { state.libDepth--; }
-  };
-  const runAsSketch = (fn) => function (...args) {
-    state.userDepth++;
-    let result;
-    try {
-      result = fn.apply(this, args);
-    } catch (e) {
-      state.userDepth--;
-      throw e;
-    }
-    if (result && typeof result.then === 'function') {
-      return result.finally(() => { state.userDepth--; });
-    }
-    state.userDepth--;
-    return result;
+    if (state.errors.length < 50) state.errors[state.errors.length] = String(message).slice(0, 500);
   };
 
-  // 1. Escape hatches. The browser also blocks every request at the network layer; these
-  // stubs exist so an attempt becomes a recorded reason code rather than a silent failure.
-  const external = ['fetch', 'XMLHttpRequest', 'WebSocket', 'WebSocketStream', 'EventSource',
+  // Defence in depth only: nothing here is reachable from the Compartment, but p5 and
+  // p5.brush run in this realm, and the network layer blocks requests anyway.
+  for (const name of ['fetch', 'XMLHttpRequest', 'WebSocket', 'WebSocketStream', 'EventSource',
     'RTCPeerConnection', 'webkitRTCPeerConnection', 'Worker', 'SharedWorker', 'open',
-    'importScripts', 'Image', 'Audio', 'BroadcastChannel', 'FontFace'];
-  for (const name of external) {
-    if (name === 'Image') continue;  // p5.brush builds image tips with window.Image: guard, don't remove
-    try { Object.defineProperty(window, name, { value: forbidden('external_access', name), configurable: false, writable: false }); } catch (e) { /* ignore */ }
-  }
-  guardMethod(window, 'Image', 'external_access');
-  if (navigator.sendBeacon) guardMethod(Navigator.prototype, 'sendBeacon', 'external_access');
-  for (const name of ['setTimeout', 'setInterval', 'requestAnimationFrame', 'queueMicrotask', 'requestIdleCallback']) {
-    guardMethod(window, name, 'timer');
-  }
-  for (const name of ['localStorage', 'sessionStorage', 'indexedDB', 'caches']) {
-    try { Object.defineProperty(window, name, { get: () => { throw violation('storage', name); }, configurable: false }); } catch (e) { /* ignore */ }
-  }
-  for (const name of ['createElement', 'createElementNS', 'getElementById', 'querySelector',
-    'querySelectorAll', 'getElementsByTagName', 'write', 'writeln', 'open']) {
-    guardMethod(Document.prototype, name, 'dom_access');
-  }
-  for (const name of ['appendChild', 'insertBefore', 'replaceChild', 'removeChild']) {
-    guardMethod(Node.prototype, name, 'dom_access');
-  }
-  for (const name of ['insertAdjacentHTML', 'setAttribute', 'append', 'prepend', 'remove']) {
-    guardMethod(Element.prototype, name, 'dom_access');
-  }
-  guardMethod(HTMLCanvasElement.prototype, 'getContext', 'dom_access');
-  guardMethod(HTMLCanvasElement.prototype, 'toDataURL', 'dom_access');
-  for (const name of ['fillText', 'strokeText']) {
-    guardMethod(CanvasRenderingContext2D.prototype, name, 'text_label');
-  }
-  const innerHTML = Object.getOwnPropertyDescriptor(Element.prototype, 'innerHTML');
-  Object.defineProperty(Element.prototype, 'innerHTML', {
-    get() { return innerHTML.get.call(this); },
-    set(v) { if (sketchIsCalling()) throw violation('dom_access', 'innerHTML'); innerHTML.set.call(this, v); },
-    configurable: true,
-  });
-  // eval/Function: p5 does not need them at run time; the sketch never may.
-  window.eval = forbidden('dynamic_code', 'eval');
-  const OriginalFunction = Function;
-  const FunctionGuard = function () {
-    if (sketchIsCalling()) throw violation('dynamic_code', 'Function');
-    return OriginalFunction.apply(this, arguments);
-  };
-  FunctionGuard.prototype = OriginalFunction.prototype;
-  Object.defineProperty(OriginalFunction.prototype, 'constructor', { value: FunctionGuard, configurable: true, writable: true });
-  window.Function = FunctionGuard;
-  for (const ctorName of ['AsyncFunction', 'GeneratorFunction', 'AsyncGeneratorFunction']) {
-    const sample = { AsyncFunction: async function () {}, GeneratorFunction: function* () {}, AsyncGeneratorFunction: async function* () {} }[ctorName];
-    const proto = Object.getPrototypeOf(sample);
-    Object.defineProperty(proto, 'constructor', { value: forbidden('dynamic_code', ctorName), configurable: true, writable: true });
+    'BroadcastChannel', 'FontFace']) {
+    try { defineProperty(window, name, { value: undefined, configurable: false, writable: false }); } catch (e) { /* ignore */ }
   }
 
-  // 2. p5 and brush allowlists, installed once p5 has bound its globals (presetup).
-  const p5Allowed = new Set(config.p5Names);
-  const brushAllowed = new Set(config.brushMethods);
-  const textNames = new Set(config.textFunctions);
-  const codeForP5 = (name) => (textNames.has(name) ? 'text_label' : 'bare_primitive');
-
-  const installBrushAllowlist = () => {
-    const real = window.brush;
-    const safe = {};
-    for (const name of Object.keys(real)) {
-      if (brushAllowed.has(name) && typeof real[name] === 'function') {
-        safe[name] = enterLibrary(real[name], real);
-      } else {
-        safe[name] = forbidden('brush_method_not_allowed', `brush.${name}`);
-      }
-    }
-    const proxy = new Proxy(Object.freeze(safe), {
-      get(target, key) {
-        if (typeof key === 'symbol') return target[key];
-        if (Object.prototype.hasOwnProperty.call(target, key)) return target[key];
-        throw violation('unknown_brush_method', `brush.${String(key)}`);
-      },
-    });
-    Object.defineProperty(window, 'brush', { value: proxy, configurable: false, writable: false });
-  };
-  installBrushAllowlist();
-
-  // Prototype methods are guarded before the sketch's top level runs, so it cannot keep an
-  // unguarded reference (`const t = p5.prototype.text`) for later.
-  const P5 = window.p5;
-  for (const name of Object.getOwnPropertyNames(P5.prototype)) {
-    if (name === 'constructor' || p5Allowed.has(name)) continue;
-    const desc = Object.getOwnPropertyDescriptor(P5.prototype, name);
-    if (desc && typeof desc.value === 'function') guardMethod(P5.prototype, name, codeForP5(name));
-  }
-  const installP5Allowlist = (instance) => {
-    for (const name of Object.getOwnPropertyNames(instance)) {
-      const desc = Object.getOwnPropertyDescriptor(instance, name);
-      if (!p5Allowed.has(name) && desc && typeof desc.value === 'function') guardMethod(instance, name, codeForP5(name));
-    }
-    // Globals: allowed ones run as library calls, the rest become stubs or guarded getters.
-    for (const name of Object.getOwnPropertyNames(window)) {
-      if (!(name in P5.prototype) && !Object.prototype.hasOwnProperty.call(instance, name)) continue;
-      if (name === 'brush' || name === 'setup' || name === 'draw') continue;
-      const desc = Object.getOwnPropertyDescriptor(window, name);
-      if (!desc) continue;
-      if (!desc.configurable) {
-        // The sketch declared a global of this name itself; p5 could not bind over it, and
-        // whatever the sketch calls it runs as sketch code, so nothing is let through.
-        continue;
-      }
-      if (p5Allowed.has(name)) {
-        const protoFn = P5.prototype[name];
-        if (typeof protoFn === 'function') {
-          // Wrap p5's own function, never whatever the window holds.
-          let wrapped = enterLibrary(protoFn, instance);
-          if (name === 'createCanvas' && config.pixelDensity !== 1) {
-            // Preview renders: p5 rounds devicePixelRatio up to 1, so density is set here,
-            // right after the canvas exists and before anything is painted.
-            const create = wrapped;
-            const setDensity = enterLibrary(P5.prototype.pixelDensity, instance);
-            wrapped = function (...args) { const c = create(...args); setDensity(config.pixelDensity); return c; };
-          }
-          Object.defineProperty(window, name, { value: wrapped, configurable: true, writable: true });
-        }
-        continue;
-      }
-      if (typeof desc.value === 'function') {
-        // Guarded, not removed: p5 itself calls window.resetMatrix() etc. in global mode.
-        guardMethod(window, name, codeForP5(name));
-      } else {
-        const read = desc.get ? desc.get : () => desc.value;
-        Object.defineProperty(window, name, {
-          get() { if (sketchIsCalling()) throw violation('p5_function_not_allowed', name); return read(); },
-          set(v) { if (desc.set) desc.set(v); },
-          configurable: true,
-        });
-      }
-    }
-    // p5.instance is how p5.brush finds its renderer; the sketch may not reach through it.
-    const instanceDesc = { get() { if (sketchIsCalling()) throw violation('external_access', 'p5'); return instance; }, configurable: true };
-    try { Object.defineProperty(P5, 'instance', instanceDesc); } catch (e) { /* ignore */ }
-  };
-
-  const snapshot = () => {
-    const canvas = originalQuerySelector.call(document, 'canvas.p5Canvas') || originalQuerySelector.call(document, 'canvas');
-    if (!canvas) return null;
-    try { return originalToDataURL.call(canvas, 'image/png'); } catch (e) { recordError(e.message); return null; }
-  };
-  const finish = (phase) => {
-    if (state.phase === 'done') return;
-    if (state.png === null) {
-      state.libDepth++;
-      try { state.png = snapshot(); } finally { state.libDepth--; }
-    }
-    state.endedAs = phase;
-    state.phase = 'done';
-    report(JSON.stringify({
-      nonce, endedAs: phase, violations: state.violations, errors: state.errors,
-      framesDrawn: state.framesDrawn, png: state.png,
-    }));
-  };
-
-  // 3. The sketch runs as an inline script inserted from here, so its top-level statements
-  // count as sketch code too. A syntax error surfaces through the window error event.
-  const sketchElement = originalCreateElement.call(document, 'script');
-  sketchElement.textContent = config.sketch;
-  state.userDepth++;
-  try { originalAppendChild.call(document.head, sketchElement); } finally { state.userDepth--; }
-  // A sketch may declare its own helper named like a p5 function (`function line()`).
-  // Such a global is non-configurable, and p5's global binding would throw on it and
-  // abort the sketch; p5 leaves those names to the sketch instead, until p5 has bound.
-  const sketchDeclared = new Set(Object.getOwnPropertyNames(window).filter((name) => {
-    const desc = Object.getOwnPropertyDescriptor(window, name);
-    return name in P5.prototype && desc && !desc.configurable;
-  }));
-  const originalDefineProperty = Object.defineProperty;
-  if (sketchDeclared.size) {
-    Object.defineProperty = function (target, name, descriptor) {
-      if (target === window && sketchDeclared.has(name)) return target;
-      return originalDefineProperty.call(Object, target, name, descriptor);
-    };
-  }
-  if (typeof window.setup !== 'function' && typeof window.draw !== 'function') {
-    // p5 starts only when it finds setup or draw; without them nothing would ever finish.
-    finish('no_sketch');
+  // --- lockdown -------------------------------------------------------------------------
+  // 'min' override taming: p5 and p5.brush assign no intrinsic method names on their own
+  // objects at run time (every test sketch and example renders), and 'moderate' turns
+  // dozens of prototype data properties into accessors the libraries would pay for.
+  // errorTaming 'unsafe' keeps stacks for p5's own errors in this realm; the sketch gets
+  // the Compartment's shared Error, whose stack powers SES removes either way.
+  try {
+    lockdown({ errorTaming: 'unsafe', overrideTaming: 'min', consoleTaming: 'unsafe', localeTaming: 'unsafe' });
+  } catch (e) {
+    // Our failure, not the sketch's: the renderer reads this as an infrastructure error.
+    report(stringify({ nonce, endedAs: 'lockdown_failed', violations: [], errors: [String(e && e.message)], framesDrawn: 0, png: null }));
     return;
   }
 
+  // A violation error the sketch may catch; the violation is recorded before it exists.
+  const violation = (code, name) => {
+    record(code, name);
+    return TypeError(`watercolour: ${name} is not allowed (${code})`);
+  };
+
+  // --- classification of names the sketch may reach for ------------------------------------
+  const codes = config.codes;  // {name: reason code}, from env.contract
+  const textNames = new Set(config.textFunctions);
+  const p5Allowed = new Set(config.p5Names);
+  const brushAllowed = new Set(config.brushMethods);
+  const jsAllowed = new Set(config.jsGlobals);
+  const hasOwn = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
+  // What p5 has under a name, from descriptors (a prototype getter must not run here).
+  const p5Kind = (name) => {
+    for (let o = P5.prototype; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+      const desc = getOwnPropertyDescriptor(o, name);
+      if (desc) return typeof desc.value === 'function' ? 'function' : 'value';
+    }
+    return null;
+  };
+  const codeFor = (name) => {
+    if (textNames.has(name)) return 'text_label';
+    const kind = name === 'constructor' ? null : p5Kind(name);
+    if (kind === 'value') return 'p5_function_not_allowed';
+    if (hasOwn(codes, name)) return codes[name];
+    if (kind === 'function') return 'bare_primitive';
+    return 'external_access';  // any other browser global: a door out of the sketch
+  };
+
+  // --- values crossing into the sketch ------------------------------------------------------
+  // Library objects must never reach the sketch: p5 methods return the instance or the
+  // renderer (whose canvas leads to document and window), brush.circle returns its Plot.
+  // Only primitives go back. Arguments are made primitive (or arrays of primitives) on the
+  // way in, so no sketch callback (valueOf, toString, getters) runs inside a library call.
+  const isPrimitive = (v) => v === null || (typeof v !== 'object' && typeof v !== 'function');
+  const toPrimitive = (v) => {
+    if (isPrimitive(v)) return v;
+    if (typeof v === 'function') return undefined;
+    const n = +v;  // runs the sketch's valueOf, here, in sketch-only capability
+    return n === n ? n : String(v);
+  };
+  const argsIn = (args) => {
+    const out = [];
+    for (let i = 0; i < args.length && i < 64; i++) {
+      const v = args[i];
+      if (isArray(v)) {
+        const copy = [];
+        const length = Math.min(v.length >>> 0, 100000);
+        for (let j = 0; j < length; j++) copy[j] = toPrimitive(v[j]);
+        out[i] = copy;
+      } else {
+        out[i] = toPrimitive(v);
+      }
+    }
+    return out;
+  };
+  const rethrow = (e) => {
+    // A library error keeps its message only: its object belongs to this realm.
+    const message = e && typeof e.message === 'string' ? e.message : String(e);
+    return TypeError(message);
+  };
+  const callInto = (fn, self, args) => {
+    let result;
+    try { result = apply(fn, self, args); } catch (e) { throw rethrow(e); }
+    return isPrimitive(result) ? result : undefined;
+  };
+
+  // --- endowments -----------------------------------------------------------------------
+  const maxSide = config.maxCanvasSide;
+  const needInstance = (name) => {
+    if (!state.instance) throw TypeError(`${name}() can only be called inside setup() or draw()`);
+    return state.instance;
+  };
+  const p5Function = (name) => {
+    if (name === 'createCanvas') {
+      return (...raw) => {
+        const args = argsIn(raw);
+        const instance = needInstance(name);
+        const [w, h] = args;
+        if (!(w <= maxSide && h <= maxSide && w * h <= maxSide * maxSide)) {
+          throw violation('canvas_too_large', `createCanvas(${String(w)}, ${String(h)})`);
+        }
+        let result;
+        try { result = apply(P5.prototype.createCanvas, instance, args); } catch (e) { throw rethrow(e); }
+        if (config.pixelDensity !== 1) {
+          // Preview renders: p5 rounds devicePixelRatio up to 1, so density is set here,
+          // right after the canvas exists and before anything is painted.
+          apply(P5.prototype.pixelDensity, instance, [config.pixelDensity]);
+        }
+        return result && typeof result.then === 'function' ? Promise.resolve(result).then(() => undefined) : undefined;
+      };
+    }
+    if (name === 'random') {
+      return (...raw) => {
+        const instance = needInstance(name);
+        if (isArray(raw[0])) {
+          // random(list) returns one of the sketch's own elements: pick the index with
+          // p5's generator (same draw as p5's own random(list)) and index the sketch's copy.
+          const list = [];
+          const length = Math.min(raw[0].length >>> 0, 100000);
+          for (let j = 0; j < length; j++) list[j] = raw[0][j];
+          const index = apply(P5.prototype.random, instance, [list.map((_, j) => j)]);
+          return list[index];
+        }
+        return callInto(P5.prototype.random, instance, argsIn(raw));
+      };
+    }
+    return (...raw) => callInto(P5.prototype[name], needInstance(name), argsIn(raw));
+  };
+
+  const endowments = {};
+  for (const name of p5Allowed) {
+    if (p5Kind(name) === 'function') {
+      endowments[name] = { value: freeze(p5Function(name)) };
+    } else {
+      // width, height and the constants: read from the instance each time.
+      endowments[name] = {
+        get: () => {
+          const value = state.instance ? state.instance[name] : P5.prototype[name];
+          return isPrimitive(value) ? value : undefined;
+        },
+      };
+    }
+  }
+
+  // brush: a frozen object; its own keys are the allowed methods and the real-but-
+  // forbidden ones (stubs); any other key is answered by the proxy with its reason code.
+  const brushTarget = {};
+  for (const name of ownKeys(realBrush)) {
+    if (typeof name !== 'string') continue;
+    if (brushAllowed.has(name) && typeof realBrush[name] === 'function') {
+      const method = realBrush[name];
+      brushTarget[name] = freeze((...raw) => callInto(method, realBrush, argsIn(raw)));
+    } else {
+      brushTarget[name] = freeze(() => { throw violation('brush_method_not_allowed', `brush.${name}`); });
+    }
+  }
+  freeze(brushTarget);
+  const brush = new Proxy(brushTarget, freeze({
+    get(target, key) {
+      if (typeof key === 'symbol') return undefined;
+      if (Object.prototype.hasOwnProperty.call(target, key)) return target[key];
+      throw violation('unknown_brush_method', `brush.${String(key)}`);
+    },
+  }));
+  endowments.brush = { value: brush };
+
+  // A deterministic clock: the Date epoch is fixed and performance.now() advances by
+  // exactly 1 ms per call, so a time-budget loop ends and the same sketch and seed give
+  // the same picture (`randomSeed(Date.now())` is a real model habit).
+  const EPOCH = config.clockEpochMs;
+  let clockMs = 0;
+  function FixedDate(...args) {
+    if (new.target === undefined) return new OriginalDate(EPOCH).toString();
+    return construct(OriginalDate, args.length ? args : [EPOCH], new.target);
+  }
+  defineProperty(FixedDate, 'prototype', { value: OriginalDate.prototype });
+  FixedDate.now = () => EPOCH;
+  FixedDate.parse = OriginalDate.parse;
+  FixedDate.UTC = OriginalDate.UTC;
+  endowments.Date = { value: harden(FixedDate) };
+  endowments.performance = { value: harden({ now: () => (clockMs += 1) }) };
+
+  // Math: the Compartment's shared Math (which has no random) plus the page's seeded
+  // generator, the same function p5 and p5.brush draw from, as before the confinement.
+  endowments.Math = { value: null };  // filled in once the Compartment exists
+
+  const noop = () => undefined;
+  endowments.console = { value: harden({ log: noop, info: noop, warn: noop, error: noop, debug: noop }) };
+
+  // Typed arrays under a byte budget: ArrayBuffer backing stores live outside the V8
+  // heap, so --max-old-space-size does not bound them (a 2 GiB bomb passed before).
+  // The renderer also samples the renderer process's RSS for what this cannot see
+  // (species-created copies, for instance).
+  const budget = config.maxTypedArrayBytes;
+  const spend = (bytes, name) => {
+    if (!(bytes >= 0)) return;
+    state.typedBytes += bytes;
+    if (state.typedBytes > budget) throw violation('memory_limit', `${name} (${Math.round(state.typedBytes / 1048576)} MiB)`);
+  };
+  const lengthOf = (v) => {
+    if (isPrimitive(v)) return +v;
+    if (typeof v.length === 'number') return v.length;
+    if (typeof v.byteLength === 'number') return NaN;  // a view over an existing buffer
+    return 0;
+  };
+  const countedTypedArray = (Real, name) => {
+    const Counted = function (...args) {
+      if (new.target === undefined) throw TypeError(`Constructor ${name} requires 'new'`);
+      const n = lengthOf(args[0]);
+      if (n === n) spend(n * Real.BYTES_PER_ELEMENT, name);
+      return construct(Real, args, new.target === Counted ? Real : new.target);
+    };
+    defineProperty(Counted, 'prototype', { value: Real.prototype });
+    Counted.BYTES_PER_ELEMENT = Real.BYTES_PER_ELEMENT;
+    Counted.from = (source, ...rest) => {
+      spend(lengthOf(source) * Real.BYTES_PER_ELEMENT, name);
+      return apply(Real.from, Real, [source, ...rest]);
+    };
+    Counted.of = (...items) => apply(Real.of, Real, items);
+    return harden(Counted);
+  };
+  const typedNames = ['Float32Array', 'Float64Array', 'Int8Array', 'Int16Array', 'Int32Array',
+    'Uint8Array', 'Uint8ClampedArray', 'Uint16Array', 'Uint32Array'];
+  for (const name of typedNames) {
+    if (jsAllowed.has(name)) endowments[name] = { value: countedTypedArray(window[name], name) };
+  }
+  if (jsAllowed.has('ArrayBuffer')) {
+    const RealBuffer = ArrayBuffer;
+    const CountedBuffer = function (length, options) {
+      if (new.target === undefined) throw TypeError("Constructor ArrayBuffer requires 'new'");
+      const max = options && typeof options === 'object' ? +options.maxByteLength : NaN;
+      spend(max === max ? Math.max(max, +length) : +length, 'ArrayBuffer');
+      return construct(RealBuffer, [length, options], new.target === CountedBuffer ? RealBuffer : new.target);
+    };
+    defineProperty(CountedBuffer, 'prototype', { value: RealBuffer.prototype });
+    CountedBuffer.isView = RealBuffer.isView;
+    endowments.ArrayBuffer = { value: harden(CountedBuffer) };
+  }
+
+  // The sketch's hooks: plain writable globals, so `setup = function () {}` works too.
+  endowments.setup = { value: undefined, writable: true };
+  endowments.draw = { value: undefined, writable: true };
+
+  // --- the Compartment ----------------------------------------------------------------------
+  const compartment = new Compartment({ __options__: true, globals: {}, name: 'sketch' });
+  const sketchGlobal = compartment.globalThis;
+  const sharedMath = sketchGlobal.Math;
+  const mathCopy = {};
+  for (const key of ownKeys(sharedMath)) {
+    if (key !== 'random') defineProperty(mathCopy, key, getOwnPropertyDescriptor(sharedMath, key));
+  }
+  mathCopy.random = seededRandom;
+  endowments.Math = { value: harden(mathCopy) };
+
+  const trap = (name, code) => ({
+    get() { throw violation(code, name); },
+    set() { throw violation(code, name); },
+  });
+  // The global object itself: the sketch gets its own (empty) global, recorded.
+  const selfReference = (name) => ({
+    get() { record('external_access', name); return sketchGlobal; },
+    set() { throw violation('external_access', name); },
+  });
+
+  // Names the Compartment's global already has (SES's shared intrinsics, eval, Function,
+  // Compartment, globalThis...): the allowed plain-JavaScript ones stay, the rest are traps.
+  for (const name of getOwnPropertyNames(sketchGlobal)) {
+    if (jsAllowed.has(name) && !(name in endowments)) continue;
+    if (name === 'undefined' || name === 'NaN' || name === 'Infinity') continue;
+    if (name in endowments) continue;
+    const desc = getOwnPropertyDescriptor(sketchGlobal, name);
+    if (!desc.configurable) continue;
+    if (name === 'globalThis') { defineProperty(sketchGlobal, name, { ...selfReference(name), configurable: false }); continue; }
+    const code = Object.prototype.hasOwnProperty.call(codes, name) ? codes[name]
+      : (['Compartment', 'harden', 'lockdown', 'assert', 'ModuleSource'].includes(name) ? 'dynamic_code' : 'unknown_global');
+    defineProperty(sketchGlobal, name, { ...trap(name, code), configurable: false });
+  }
+  for (const [name, desc] of Object.entries(endowments)) {
+    defineProperty(sketchGlobal, name, { ...('value' in desc ? { writable: false } : {}), ...desc, configurable: false, enumerable: false });
+  }
+  // Browser and p5 names the sketch may reach for: traps with their reason code.
+  const trapNames = new Set([...windowNames, ...getOwnPropertyNames(P5.prototype), ...Object.keys(codes), ...textNames]);
+  for (const name of trapNames) {
+    if (name in endowments || hasOwn(sketchGlobal, name) || name === 'p5') continue;
+    if (jsAllowed.has(name)) continue;  // plain JavaScript that SES keeps out: absent
+    if (name === 'constructor') continue;
+    const code = codeFor(name);
+    const desc = ['window', 'self', 'top', 'parent', 'frames'].includes(name) ? selfReference(name) : trap(name, code);
+    defineProperty(sketchGlobal, name, { ...desc, configurable: false, enumerable: false });
+  }
+  // `p5` itself: recorded, and what the sketch reaches through it records its own code
+  // (`p5.prototype.text` is text_label, `p5.instance` external_access).
+  const p5Prototype = new Proxy(freeze({}), freeze({
+    get(_target, key) {
+      if (typeof key === 'symbol') return undefined;
+      throw violation(codeFor(key), `p5.prototype.${key}`);
+    },
+  }));
+  const fakeP5 = new Proxy(freeze({}), freeze({
+    get(_target, key) {
+      if (key === 'prototype') return p5Prototype;
+      if (typeof key === 'symbol') return undefined;
+      throw violation('external_access', `p5.${String(key)}`);
+    },
+  }));
+  defineProperty(sketchGlobal, 'p5', {
+    get() { record('external_access', 'p5'); return fakeP5; },
+    set() { throw violation('external_access', 'p5'); },
+    configurable: false,
+  });
+  // Nothing can be added: an assignment to an undeclared name fails as in strict code.
+  Object.preventExtensions(sketchGlobal);
+
+  // --- errors -------------------------------------------------------------------------------
+  // Where a capability is simply absent, the error still names a reason code the policy
+  // can act on: SES's inert Function constructors, and property reads of a missing
+  // receiver that name a known forbidden member (`(function () { return this; })().fetch`
+  // in strict code).
+  const classifyError = (message) => {
+    if (/is not a valid constructor/.test(message)) record('dynamic_code', 'Function constructor');
+    // SES refuses source with a direct eval or an import expression before running any of it.
+    if (/SES_EVAL_REJECTED/.test(message)) record('dynamic_code', 'eval');
+    if (/SES_IMPORT_REJECTED/.test(message)) record('dynamic_code', 'import');
+    // Built-ins are frozen: an attempt to patch one (JSON.stringify, Array.prototype.push,
+    // Function.prototype.apply...) fails here instead of rewriting the verdict.
+    if (/Cannot assign to read only property|object is not extensible|Cannot redefine property|Cannot delete property/.test(message)) {
+      record('dynamic_code', 'patching a frozen built-in');
+    }
+    const read = /Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)/.exec(message);
+    if (read && trapNames.has(read[1]) && !p5Allowed.has(read[1])) record(codeFor(read[1]), read[1]);
+  };
+  const errorText = (e) => {
+    let message;
+    try { message = e && typeof e === 'object' && typeof e.message === 'string' ? e.message : String(e); } catch (err) { message = 'an unprintable error'; }
+    classifyError(message);
+    return message;
+  };
+
+  // --- capture and report ---------------------------------------------------------------------
+  const snapshot = () => {
+    const instance = state.instance;
+    const canvas = instance && instance._renderer && instance._renderer.canvas;
+    if (!canvas) return null;
+    if (!(canvas.width <= maxSide * 2 && canvas.height <= maxSide * 2)) {
+      record('canvas_too_large', `canvas ${canvas.width}x${canvas.height}`);
+      return null;
+    }
+    try { return apply(toDataURL, canvas, ['image/png']); } catch (e) { recordError(e.message); return null; }
+  };
+  const finish = (phase) => {
+    if (state.phase === 'done') return;
+    state.phase = 'done';
+    // The picture is taken now (a WEBGL back buffer does not survive the task); the report
+    // goes one macrotask later, so violations from microtasks the sketch queued in draw()
+    // are in it. A sketch that queues microtasks forever ends as render_timeout.
+    state.png = snapshot();
+    state.endedAs = phase;
+    schedule(() => {
+      report(stringify({
+        nonce, endedAs: phase, violations: state.violations, errors: state.errors,
+        framesDrawn: state.framesDrawn, png: state.png,
+      }));
+    }, 0);
+  };
+  window.addEventListener('error', (e) => recordError(errorText(e.error !== undefined ? e.error : e.message)));
+  window.addEventListener('unhandledrejection', (e) => {
+    recordError(errorText(e.reason));
+    finish('rejected');
+  });
+
+  // --- evaluate the sketch ---------------------------------------------------------------------
+  // Top-level declarations stay in the evaluation's own scope (strict direct eval), so the
+  // trailing closure reads setup/draw whether declared or assigned to the global.
+  let hooks;
+  try {
+    // SES refuses `<!--`/`-->` anywhere in the source (they open comments in scripts);
+    // evading rewrites them as operators, which is also how the static gate parsed them.
+    hooks = compartment.evaluate(
+      config.sketch + '\n;(() => [typeof setup === "function" ? setup : undefined, typeof draw === "function" ? draw : undefined]);',
+      { __evadeHtmlCommentTest__: true });
+  } catch (e) {
+    recordError(errorText(e));
+    finish('sketch_error');
+    return;
+  }
+  const readHooks = () => {
+    try {
+      const pair = apply(hooks, undefined, []);
+      return isArray(pair) ? [pair[0], pair[1]] : [undefined, undefined];
+    } catch (e) { recordError(errorText(e)); return [undefined, undefined]; }
+  };
+  const [sketchSetup, sketchDraw] = readHooks();
+  if (typeof sketchSetup !== 'function' && typeof sketchDraw !== 'function') {
+    finish('no_sketch');  // p5 starts only when it finds setup or draw
+    return;
+  }
+  // p5 calls these (`context.setup()` in global mode). `this` inside the sketch's hooks is
+  // its own global, never window.
+  const runHook = (fn) => {
+    const result = apply(fn, sketchGlobal, []);
+    return result && typeof result.then === 'function' ? Promise.resolve(result).then(() => undefined) : undefined;
+  };
+  window.setup = () => (typeof sketchSetup === 'function' ? runHook(sketchSetup) : undefined);
+  if (typeof sketchDraw === 'function') {
+    // Read again at each frame, so a draw assigned during setup is the one that runs.
+    window.draw = () => {
+      const current = readHooks()[1];
+      return runHook(typeof current === 'function' ? current : sketchDraw);
+    };
+  }
+
   // Registered after p5.brush, so our postdraw runs after its flush to the canvas.
-  window.p5.registerAddon((P5, fn, lifecycles) => {
+  P5.registerAddon((_P5, _fn, lifecycles) => {
     lifecycles.presetup = function () {
       state.phase = 'setup';
-      Object.defineProperty = originalDefineProperty;
-      installP5Allowlist(this);
-      if (typeof window.setup === 'function') window.setup = runAsSketch(window.setup);
-      if (typeof window.draw === 'function') window.draw = runAsSketch(window.draw);
+      state.instance = this;
     };
     lifecycles.postsetup = function () {
       state.phase = 'draw';
@@ -281,8 +481,7 @@
     };
     lifecycles.postdraw = function () {
       state.framesDrawn++;
-      state.libDepth++;
-      try { this.noLoop(); } finally { state.libDepth--; }
+      apply(P5.prototype.noLoop, this, []);
       finish('drawn');
     };
   });
