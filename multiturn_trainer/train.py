@@ -10,8 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import torch
-
 from agent.messages import first_turn_messages
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
@@ -34,6 +32,9 @@ class TrainSummary:
 
 
 def has_gpu() -> bool:
+    # Imported here: `watercolour train --help` loads this module and must not wait for torch.
+    import torch
+
     return torch.cuda.is_available()
 
 
@@ -274,10 +275,11 @@ def push_adapter(trainer, repo_id: str, adapter: Path) -> None:
     print(f"train: pushed the adapter to https://huggingface.co/{repo_id}")
 
 
-def cmd_train(args, extra: list[str]) -> int:
-    from multiturn_trainer.config import config_from_args
+def cmd_train(args) -> int:
+    from multiturn_trainer.config import parse_config
 
-    train(_config_or_exit("train", lambda: config_from_args(args, extra)))
+    train(_config_or_exit("train", lambda: parse_config(args.argv, prog="watercolour train",
+                                                        default_config="configs/smoke.yaml")))
     return 0
 
 
@@ -300,13 +302,14 @@ def demo_line(summary: TrainSummary) -> str:
             f"gallery={summary.gallery}")
 
 
-def cmd_demo(args, extra: list[str]) -> int:
+def cmd_demo(args) -> int:
     """A fresh demo run every time (the warm-started tiny model is cached between runs)."""
     import shutil
 
-    from multiturn_trainer.config import load_config, parse_overrides
+    from multiturn_trainer.config import parse_config
 
-    config = _config_or_exit("demo", lambda: load_config(args.config, parse_overrides(extra)))
+    config = _config_or_exit("demo", lambda: parse_config(args.argv, prog="watercolour demo",
+                                                          default_config="configs/demo.yaml"))
     if Path(config.output_dir).exists():
         shutil.rmtree(config.output_dir)
     summary = train(config)
