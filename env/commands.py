@@ -111,10 +111,10 @@ def cmd_render(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    # The message comes first: importing the server (openenv, FastAPI) and starting the
-    # browsers take tens of seconds on a small machine before uvicorn says anything.
-    print(f"watercolour serve: starting renderer pool ({args.backend}) and the OpenEnv server on "
-          f"http://{args.host}:{args.port} …", flush=True)
+    # Said first: importing the server (openenv, FastAPI, Gradio) takes a few seconds, up to a
+    # minute from a cold disk, before uvicorn says anything.
+    print(f"watercolour serve: loading the OpenEnv server for http://{args.host}:{args.port} "
+          f"(renderer backend {args.backend}; the browsers start with the first episode)…", flush=True)
     from env.server import serve
 
     serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,

@@ -284,8 +284,11 @@ def train(config: TrainConfig, environments=None, scorer=None, policy=None) -> T
         trainer.painting_envs.close()
     summary = summarise(store, adapter)
     if trainer.accelerator.is_main_process:
+        dashboard = ""
+        if "trackio" in trainer.args.report_to:
+            dashboard = f"; dashboard: TRACKIO_DIR={os.environ.get('TRACKIO_DIR')} trackio show"
         print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
-              f"run directory {store.root}")
+              f"run directory {store.root}{dashboard}")
     if config.push_to_hub and trainer.accelerator.is_main_process:
         push_adapter(trainer, config.push_to_hub, adapter)
     return summary
