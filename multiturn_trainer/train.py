@@ -286,7 +286,9 @@ def train(config: TrainConfig, environments=None, scorer=None, policy=None) -> T
     if trainer.accelerator.is_main_process:
         dashboard = ""
         if "trackio" in trainer.args.report_to:
-            dashboard = f"; dashboard: TRACKIO_DIR={os.environ.get('TRACKIO_DIR')} trackio show"
+            from trackio.utils import TRACKIO_DIR  # where trackio really wrote (see use_run_trackio_dir)
+
+            dashboard = f"; dashboard: TRACKIO_DIR={TRACKIO_DIR} trackio show"
         print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
               f"run directory {store.root}{dashboard}")
     if config.push_to_hub and trainer.accelerator.is_main_process:
