@@ -1,6 +1,7 @@
 """One dataclass for a training run, loaded from YAML and overridable on the command line.
 
-Like TRL's example scripts: ``watercolour train --config configs/smoke.yaml --steps 3 --turns 2``.
+As in TRL's example scripts, parsed by TRL's ``TrlParser``:
+``watercolour train --config configs/smoke.yaml --steps 3 --turns 2``.
 Every field is a YAML key (``snake_case``); on the command line ``--key value`` or
 ``--key-name value``. The resolved config is written to ``RUN_DIR/config.yaml`` so a run can
 be repeated or resumed exactly.
