@@ -167,3 +167,4 @@ def add_parser(bench_sub) -> None:
     serve.add_argument("--sketch", default=str(DEFAULT_SKETCH), help="the reply every step sends")
     serve.add_argument("--token", default=None, help="bearer token (also given to the started server)")
     serve.add_argument("--json", action="store_true")
+    serve.set_defaults(func=cmd_bench_serve)

@@ -1,4 +1,4 @@
-"""The environment's command-line verbs: `render`, `bench render`, and the pre-trainer demo."""
+"""The environment's command-line verbs: `render`, `serve`, `bench render` and `bench serve`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from env.contact_sheet import SheetItem, contact_sheet
 from env.contract import SketchContract
 from env.core import SketchOutcome, evaluate_reply
 from env.pigment import load_rgb
-from env.renderer import WARM_UP_SKETCH, RendererPool
+from env.renderer import BACKENDS, DEFAULT_BACKEND, WARM_UP_SKETCH, RendererPool
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_SKETCHES = PROJECT_ROOT / "examples" / "sketches"
@@ -90,6 +90,10 @@ def cmd_render(args) -> int:
         if out_dir and outcome.png:
             png_path = out_dir / f"{index:03d}-{path.stem}.png"
             png_path.write_bytes(outcome.png)
+            if outcome.code is not None:
+                # The sketch beside its painting (the code extracted from a raw reply), so
+                # `watercolour score OUT/*.png` finds it and scores length without --sources.
+                png_path.with_suffix(".js").write_text(outcome.code, encoding="utf-8")
         records.append(outcome_record(path, outcome, png_path))
         sheet_items.append(SheetItem(path.stem, outcome.png,
                                      "passed" if outcome.passed else ",".join(outcome.violations)[:38]))
@@ -104,6 +108,57 @@ def cmd_render(args) -> int:
         if not args.json:
             print(f"contact sheet: {sheet}")
     return 0
+
+
+def cmd_serve(args) -> int:
+    # Said first: importing the server (openenv, FastAPI, Gradio) takes a few seconds, up to a
+    # minute from a cold disk, before uvicorn says anything.
+    print(f"watercolour serve: loading the OpenEnv server for http://{args.host}:{args.port} "
+          f"(renderer backend {args.backend}; the browsers start with the first episode)…", flush=True)
+    from env.server import serve
+
+    serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,
+          deadline=args.deadline, pool_size=args.pool_size, token=args.token)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """`render`, `serve` and `bench` (parsers only: nothing here starts a browser)."""
+    render = sub.add_parser("render", help="gate and render sketches (raw model replies or .js files)")
+    render.add_argument("files", nargs="+", metavar="FILE")
+    render.add_argument("--seed", type=int, default=0)
+    render.add_argument("--out-dir", default=None,
+                        help="write each PNG, its sketch (NNN-STEM.png + NNN-STEM.js) and a contact sheet here")
+    render.add_argument("--json", action="store_true", help="one JSON object per file, one per line")
+    render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    render.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS", help="per-render deadline")
+    render.add_argument("--pool-size", type=int, default=None, help="browser processes (default: one per core)")
+    render.set_defaults(func=cmd_render)
+
+    serve = sub.add_parser("serve", help="run the OpenEnv server (WebSocket sessions)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--max-sessions", type=int, default=64)
+    serve.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    serve.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS")
+    serve.add_argument("--pool-size", type=int, default=None)
+    serve.add_argument("--token", default=None,
+                       help="bearer token every request must carry (default: $WATERCOLOUR_TOKEN); "
+                            "required to bind anything but 127.0.0.1")
+    serve.set_defaults(func=cmd_serve)
+
+    bench = sub.add_parser("bench", help="benchmarks that print ratios measured side by side")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    bench_render = bench_sub.add_parser("render", help="default backend vs the reference SwiftShader-GL path")
+    bench_render.add_argument("files", nargs="*", metavar="SKETCH", help="default: examples/sketches/*.js")
+    bench_render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    bench_render.add_argument("--seed", type=int, default=1)
+    bench_render.add_argument("--repeats", type=int, default=1)
+    bench_render.add_argument("--deadline", type=float, default=180.0)
+    bench_render.set_defaults(func=cmd_bench_render)
+    from env.bench_serve import add_parser as add_bench_serve_parser
+
+    add_bench_serve_parser(bench_sub)
 
 
 def _print_table(records: list[dict]) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import atexit
 import base64
 import secrets
+import sys
 import threading
 import uuid
 from typing import Any, Optional, Union
@@ -57,6 +58,8 @@ class SharedEvaluator:
     def get(self) -> SketchEvaluator:
         with self._lock:
             if self._evaluator is None:
+                # The first episode waits for the browsers: say so (the server said nothing since start-up).
+                print("watercolour serve: starting renderer pool…", file=sys.stderr, flush=True)
                 self._evaluator = SketchEvaluator(**self._evaluator_kwargs)
             return self._evaluator
 

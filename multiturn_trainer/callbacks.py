@@ -1,4 +1,5 @@
-"""Trainer callback: metrics.jsonl, the train-phase time, and one readable progress line per step."""
+"""Trainer callback: metrics.jsonl, the train-phase time, one readable progress line per step, and
+each step's contact sheet in trackio."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ class RunCallback(ProgressCallback):
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
         callback = cls(trainer)
-        trainer.add_callback(callback)
+        # First in line, so that the contact sheet this callback adds to a step's logs reaches
+        # the reporting integrations (trackio) in the same log call as the step's metrics.
+        trainer.callback_handler.callbacks.insert(0, callback)
         return callback
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -36,6 +39,7 @@ class RunCallback(ProgressCallback):
         rollout = sum(v for k, v in metrics.items() if k.startswith("time/") and v is not None)
         train_seconds = max(0.0, time.perf_counter() - self._step_started - rollout)
         self.trainer._metrics["train"]["time/train"].append(train_seconds)
+        super().on_step_end(args, state, control, **kwargs)  # advances the progress bar
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "loss" not in logs:
@@ -48,6 +52,17 @@ class RunCallback(ProgressCallback):
             self.training_bar.write(line)
         else:
             print(line, flush=True)
+        sheet = self.trainer.store.step_dir(state.global_step) / "contact_sheet.png"
+        if sheet.is_file() and _reports_only_to_trackio(args):
+            import trackio
+
+            # Same log call as the metrics (trackio's own step), so the dashboard shows the
+            # paintings next to the curves; other integrations would not know trackio.Image.
+            logs["contact_sheet"] = trackio.Image(str(sheet), caption=f"step {state.global_step}")
+
+
+def _reports_only_to_trackio(args) -> bool:
+    return list(args.report_to or []) == ["trackio"]
 
 
 def _clean(value):

@@ -1,6 +1,7 @@
 """One dataclass for a training run, loaded from YAML and overridable on the command line.
 
-Like TRL's example scripts: ``watercolour train --config configs/smoke.yaml --steps 3 --turns 2``.
+As in TRL's example scripts, parsed by TRL's ``TrlParser``:
+``watercolour train --config configs/smoke.yaml --steps 3 --turns 2``.
 Every field is a YAML key (``snake_case``); on the command line ``--key value`` or
 ``--key-name value``. The resolved config is written to ``RUN_DIR/config.yaml`` so a run can
 be repeated or resumed exactly.
@@ -41,6 +42,7 @@ class TrainConfig:
     dtype: str = "auto"
     """"auto" = the checkpoint's own dtype on CPU, bfloat16 on a GPU."""
     attn_implementation: str | None = None
+    """Attention kernel passed to set_attn_implementation (e.g. sdpa, flash_attention_2); None = the model's default."""
 
     # --- episodes ------------------------------------------------------------------------
     turns: int = 2
@@ -48,39 +50,59 @@ class TrainConfig:
     reward_turn: str = "last"
     """"last" rewards the final painting; "best" the best-scoring turn (scores every turn)."""
     subjects: list[str] = field(default_factory=lambda: list(SUBJECTS))
+    """What the episodes paint, one subject per GRPO group, cycled in a seeded order."""
     prompts_per_step: int = 1
     """GRPO groups per step (B); each step generates B x num_generations episodes."""
     num_generations: int = 8
+    """G: episodes per group; GRPO compares the rewards within a group."""
     max_completion_length: int = 4096
     """Per-turn completion budget in tokens."""
     enable_thinking: bool = False
+    """Let the model think (<think> blocks) before each sketch (chat template switch)."""
     temperature: float = 1.0
+    """Sampling temperature of every turn."""
     top_p: float = 0.95
+    """Nucleus sampling threshold."""
     top_k: int = 20
+    """Top-k sampling cut-off."""
     seed: int = 0
+    """Seeds subject order, render seeds, sampling and the trainer."""
 
     # --- environment ---------------------------------------------------------------------
     env_urls: list[str] = field(default_factory=list)
     """Remote ``watercolour serve`` URLs; sessions are spread across them. Empty = in-process renderer."""
     render_backend: str | None = None
+    """Renderer backend (watercolour render --help lists them); None = the default, llvmpipe-f16."""
     render_deadline_s: float = 90.0
+    """Seconds one painting may take to render before it fails with render_timeout."""
     renderers: int | None = None
     """Browser processes for the in-process renderer (default: one per core)."""
 
     # --- rewards -------------------------------------------------------------------------
     reward_preset: str = "style-offline"
+    """Reward mix: a name in configs/rewards/ or a YAML file (see README, Rewards)."""
     pool: str = "pools/starter"
+    """Reference pool folder for the judge's references and the style reward."""
     judge_url: str | None = None
+    """OpenAI-compatible base URL of the pairwise judge (presets with a judge need it)."""
     judge_model: str | None = None
+    """Model name sent to the judge server."""
     hps_url: str | None = None
+    """URL of a `watercolour hps-serve` HPSv3 scorer (presets with hpsv3 need it)."""
 
     # --- GRPO (defaults from the public single-turn recipe) ------------------------------
     steps: int = 110
+    """GRPO steps (optimizer updates); alias --max-steps."""
     learning_rate: float = 5e-5
+    """Peak learning rate of the LoRA (or full) update."""
     lr_scheduler_type: str = "constant_with_warmup"
+    """Transformers learning-rate schedule name."""
     warmup_steps: int = 5
+    """Steps of linear learning-rate warm-up."""
     scale_rewards: str = "none"
+    """TRL's advantage scaling; none keeps raw reward differences within a group (the recipe)."""
     beta: float = 0.0
+    """KL penalty weight against the reference policy (0 = none, no reference model kept)."""
     micro_batch_size: int | None = None
     """Sequences per forward/backward; default: the whole step's episodes at once."""
     gradient_checkpointing: bool | None = None
@@ -92,13 +114,19 @@ class TrainConfig:
     router to balance and its gradient only nudged attention LoRA, while the logged loss was
     almost all aux term (0.0020006 = 0.001 x 2.0006 on 35B-A3B shapes)."""
     max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
 
     # --- LoRA ----------------------------------------------------------------------------
     lora: bool = True
+    """Train a LoRA adapter (false = full fine-tuning)."""
     lora_r: int = 16
+    """LoRA rank."""
     lora_alpha: int = 32
+    """LoRA scaling alpha."""
     lora_dropout: float = 0.0
+    """LoRA dropout."""
     lora_target_modules: str = "all-linear"
+    """PEFT target_modules (all-linear = every linear layer outside the vision tower)."""
     lora_vision: bool = False
     """Also adapt the vision tower (excluded by default, as in the recipe)."""
     lora_experts: bool = False
@@ -106,7 +134,7 @@ class TrainConfig:
 
     # --- generation backend --------------------------------------------------------------
     use_vllm: bool = False
-    """Generate with vLLM (``pip install '.[gpu]'``) instead of HF generate; see README, "Generation"."""
+    """Generate with vLLM (installed on its own, see README "Generation on one H200") instead of HF generate."""
     vllm_mode: str = "colocate"
     """"colocate": a vLLM engine on the training GPU; "server": ``trl vllm-serve`` on another GPU."""
     vllm_gpu_memory_utilization: float = 0.5
@@ -122,14 +150,19 @@ class TrainConfig:
 
     # --- run directory -------------------------------------------------------------------
     output_dir: str = "out/runs/run"
+    """The run directory (config.yaml, episodes.jsonl, renders/, metrics.jsonl, trackio/, checkpoints/); alias --out."""
     save_steps: int = 10
+    """Save a resumable checkpoint every N steps."""
     save_total_limit: int | None = None
+    """Keep at most this many checkpoints (None = all)."""
     resume: bool = False
+    """Continue output_dir from its last checkpoint (later episodes are removed first)."""
     report_to: str = "auto"
     """"auto" = trackio when installed, else none; or any value TRL's report_to accepts."""
     push_to_hub: str | None = None
     """Hub repo id to push the final adapter to."""
     run_name: str | None = None
+    """Name of the run in episodes and trackio (default: the output_dir folder name)."""
 
     def __post_init__(self):
         if self.turns < 1:
@@ -179,11 +212,15 @@ class TrainConfig:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 _HINTS = typing.get_type_hints(TrainConfig)
-# The CLI contract's short names (ARCHITECTURE.md: `--steps N --turns K --output-dir DIR`).
+# Older spellings kept working (ARCHITECTURE.md's contract names `--steps N --turns K
+# --output-dir DIR`, which are the fields themselves).
 ALIASES = {"max_steps": "steps", "out": "output_dir"}
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """The config in YAML file ``path`` (e.g. a run's recorded config.yaml) with ``overrides``
+    (typed values, or strings as typed on a command line) on top."""
     values: dict[str, Any] = {}
     if path is not None:
         loaded = yaml.safe_load(Path(path).read_text()) or {}
@@ -198,28 +235,128 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:
-    """``--key value`` / ``--key=value`` pairs (``--flag`` alone = true) into a dict of strings."""
-    overrides: dict[str, Any] = {}
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        if not token.startswith("--"):
-            raise ValueError(f"expected --key value, got {token!r}")
-        key, eq, value = token[2:].partition("=")
-        key = key.replace("-", "_")
-        key = ALIASES.get(key, key)
+    """``--key value`` / ``--key=value`` pairs (``--flag`` alone = true) into a dict of typed
+    values, parsed by the same TRL parser as `watercolour train` (only the keys given)."""
+    parser = config_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS  # so the namespace holds only what the tokens set
+    namespace, unknown = parser.parse_known_args(_normalise(tokens))
+    _reject_unknown_options(unknown)
+    return {key: value for key, value in vars(namespace).items() if key in _FIELDS}
+
+
+def parse_config(argv: list[str], *, prog: str = "watercolour train",
+                 default_config: str = "configs/smoke.yaml") -> TrainConfig:
+    """`watercolour train|demo [--config FILE] [--key value ...]`: TRL's parser (``TrlParser``,
+    as in TRL's own scripts) over ``TrainConfig``: the YAML sets the defaults, ``--key value``
+    overrides them, ``--help`` lists every field with its docstring and its value under the
+    chosen config. Unknown YAML keys and unknown options are errors (ValueError)."""
+    argv = _normalise(argv)
+    if "--config" not in argv:
+        argv = ["--config", _default_config_path(default_config), *argv]
+    parser = config_parser(prog, default_config)
+    config, *_rest, from_file, from_args = parser.parse_args_and_config(
+        argv, return_remaining_strings=True, separate_remaining_strings=True)
+    if from_file:
+        keys = sorted(item[2:] for item in from_file[::2])
+        raise ValueError(f"unknown config keys: {', '.join(keys)} (known: {', '.join(_FIELDS)})")
+    _reject_unknown_options(from_args)
+    return config
+
+
+def config_parser(prog: str = "watercolour train", default_config: str | None = None):
+    """TRL's ``TrlParser`` over ``TrainConfig``, with this project's value semantics."""
+    # TRL 1.16's parser module ships its own copy of HfArgumentParser and imports no torch or
+    # transformers (0.3 s), so `watercolour train --help` stays fast. Imported here rather than
+    # at the top because every module that only reads a TrainConfig imports this one.
+    from trl import TrlParser
+
+    parser = TrlParser([TrainConfig], prog=prog, allow_abbrev=False,
+                       usage=f"{prog} [-h] [--config FILE] [--resume] [--key value ...]", description=(
+        "Every TrainConfig field is a YAML key in --config and a --key value (or --key-name value) "
+        "option on top of it; the defaults shown are those of the chosen config. Lists are comma-separated "
+        "(--subjects 'a pear,a plum'); none/null clears an optional value; a flag alone means true."))
+    parser.add_argument("--config", default=default_config, metavar="FILE",
+                        help="YAML preset (a run's RUN_DIR/config.yaml repeats or, with --resume, continues it)")
+    docs = field_docs(TrainConfig)
+    for action in parser._actions:
+        key = action.dest
         if key not in _FIELDS:
-            raise ValueError(f"unknown option --{key.replace('_', '-')} (known: {', '.join(_FIELDS)})")
-        if not eq:
-            following = tokens[index + 1] if index + 1 < len(tokens) else None
-            if following is None or following.startswith("--"):
-                value = "true"
-            else:
-                value = following
-                index += 1
-        overrides[key] = value
-        index += 1
-    return overrides
+            continue
+        if f"--{key}" not in action.option_strings:  # TRL's --no-KEY complement of a true flag
+            action.help = f"set {key} to false"
+            continue
+        action.help = docs.get(key, "")
+        # One meaning for a value whether it comes from YAML or the command line: the field's
+        # type via _coerce, which also reads "none" as None for optional strings and splits
+        # comma-separated lists (TRL's own parser takes space-separated lists instead).
+        action.type = _typed(key)
+        hint = _base_type(key)
+        if hint is list:
+            action.nargs = None
+        elif hint is bool:
+            action.nargs, action.const = "?", True
+    return parser
+
+
+def field_docs(cls) -> dict[str, str]:
+    """Each field's docstring (the string literal under it), the help text of its option."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    docs = {}
+    for node, following in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _normalise(tokens: list[str]) -> list[str]:
+    """``--config=FILE`` as ``--config FILE`` (TrlParser looks for the bare flag) and the aliases."""
+    result = []
+    for token in tokens:
+        flag, eq, value = token.partition("=")
+        if flag.startswith("--"):
+            key = flag[2:].replace("-", "_")
+            if key in ALIASES:
+                flag = "--" + ALIASES[key]
+        if flag == "--config" and eq:
+            result += [flag, value]
+        else:
+            result.append(flag + eq + value)
+    return result
+
+
+def _reject_unknown_options(unknown: list[str]) -> None:
+    options = [token for token in unknown if token.startswith("--")]
+    if options or unknown:
+        first = (options or unknown)[0]
+        what = f"unknown option {first.split('=')[0]}" if options else f"unexpected argument {first!r}"
+        raise ValueError(f"{what} (known: {', '.join(_FIELDS)})")
+
+
+def _default_config_path(default_config: str) -> str:
+    # Relative to the working directory, as a user types it; from elsewhere, the project's own.
+    path = Path(default_config)
+    return str(path if path.is_file() or path.is_absolute() else PROJECT_ROOT / path)
+
+
+def _typed(key: str):
+    def convert(value: str) -> Any:
+        return _coerce(key, value)
+
+    convert.__name__ = getattr(_base_type(key), "__name__", "value")  # argparse names it in errors
+    return convert
+
+
+def _base_type(key: str):
+    hint = _HINTS[key]
+    if typing.get_origin(hint) is list:
+        return list
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -229,10 +366,10 @@ def _coerce(key: str, value: Any) -> Any:
         return value
     args = typing.get_args(hint)
     optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args and typing.get_origin(hint) is not list else hint
+    base = _base_type(key)
     if optional and value.lower() in ("none", "null", ""):
         return None
-    if typing.get_origin(base) is list or base is list:
+    if base is list:
         return [item.strip() for item in value.split(",") if item.strip()]
     if base is bool:
         if value.lower() in ("1", "true", "yes", "on"):
@@ -248,13 +385,16 @@ def _coerce(key: str, value: Any) -> Any:
 
 
 def add_parser(sub) -> None:
-    train = sub.add_parser(
-        "train",
-        help="multi-turn GRPO (turns: 1 = single-turn baseline)",
-        description="Any config key works as --key value (e.g. --steps 3 --turns 2 --output-dir out/runs/x).",
-    )
-    train.add_argument("--config", default="configs/smoke.yaml")
-    train.add_argument("--resume", action="store_true", help="continue RUN_DIR from its last checkpoint")
+    """`train`, `demo` and `sft`. train and demo parse their own options with TRL's parser
+    (``parse_config``), built only when one of them runs."""
+    from multiturn_trainer.train import cmd_demo, cmd_train
+
+    train = sub.add_parser("train", add_help=False, help="multi-turn GRPO (turns: 1 = single-turn baseline); "
+                           "`watercolour train --help` lists every config key")
+    train.set_defaults(func=cmd_train, own_options=True)
+    demo = sub.add_parser("demo", add_help=False, help="the embedded default: tiny model, warm start, multi-turn "
+                          "GRPO on CPU (configs/demo.yaml; any config key as --key value)")
+    demo.set_defaults(func=cmd_demo, own_options=True)
 
     sft = sub.add_parser("sft", help="supervised warm start on sketch sources")
     sft.add_argument("--model", default="out/tiny-dense")
@@ -271,10 +411,11 @@ def add_parser(sub) -> None:
     sft.add_argument("--batch-size", type=int, default=4)
     sft.add_argument("--lora", action="store_true", help="train a LoRA and merge it (large models)")
     sft.add_argument("--seed", type=int, default=0)
+    sft.set_defaults(func=cmd_sft)
 
 
-def config_from_args(args: argparse.Namespace, extra: list[str]) -> TrainConfig:
-    overrides = parse_overrides(extra)
-    if args.resume:
-        overrides["resume"] = True
-    return load_config(args.config, overrides)
+def cmd_sft(args: argparse.Namespace) -> int:
+    # multiturn_trainer.sft imports torch: only once the command runs, so `--help` stays fast.
+    from multiturn_trainer.sft import cmd_sft as run_sft_command
+
+    return run_sft_command(args)

@@ -35,6 +35,22 @@ def gated_delta_net_path() -> dict[str, str]:
     return path
 
 
+class _ReferenceKernelFilter:
+    """Drops transformers' "falling back to its reference PyTorch implementation ... install
+    causal_conv1d / flash-linear-attention" lines."""
+
+    def filter(self, record) -> bool:
+        return "falling back to its reference PyTorch implementation" not in record.getMessage()
+
+
+def quiet_cpu_kernel_warnings() -> None:
+    """On a CPU those kernels (CUDA-only) cannot be installed and the reference path is the only
+    one, so the four lines are noise there; on a GPU they stay, next to ``announce_kernels``'s."""
+    hub_kernels = logging.getLogger("transformers.integrations.hub_kernels")
+    if not any(isinstance(f, _ReferenceKernelFilter) for f in hub_kernels.filters):
+        hub_kernels.addFilter(_ReferenceKernelFilter())
+
+
 def uses_gated_delta_net(model) -> bool:
     config = getattr(model, "config", None)
     text = getattr(config, "text_config", config)
@@ -44,16 +60,15 @@ def uses_gated_delta_net(model) -> bool:
 def announce_kernels(model, gpu: bool) -> str | None:
     """One line naming the GatedDeltaNet path; a loud warning when a GPU run is on the reference one.
 
-    Also silences transformers' four per-kernel "falling back" lines on a CPU, where there is
-    nothing to install that would help."""
+    On a CPU, where there is nothing to install that would help, transformers' four per-kernel
+    "falling back" lines are silenced instead."""
     if not uses_gated_delta_net(model):
         return None
     path = gated_delta_net_path()
     slow = sorted(k for k, v in path.items() if v == REFERENCE)
     line = "kernels: GatedDeltaNet " + ", ".join(f"{k}={v}" for k, v in path.items())
     if not gpu:
-        logging.getLogger("transformers.integrations.hub_kernels").addFilter(
-            lambda record: "falling back to its reference PyTorch implementation" not in record.getMessage())
+        quiet_cpu_kernel_warnings()
         return line
     if slow:
         warnings.warn(

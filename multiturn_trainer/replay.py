@@ -84,6 +84,7 @@ def add_parser(sub) -> None:
                         help="--continue-from: a checkpoints/step-N or adapter folder, or a model folder")
     replay.add_argument("--out", metavar="DIR", default=None,
                         help="--continue-from: run directory for the new episodes (default: RUN_DIR-from-tTURN)")
+    replay.set_defaults(func=cmd_replay)
 
 
 def cmd_replay(args) -> int:

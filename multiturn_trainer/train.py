@@ -10,8 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import torch
-
 from agent.messages import first_turn_messages
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
@@ -34,6 +32,9 @@ class TrainSummary:
 
 
 def has_gpu() -> bool:
+    # Imported here: `watercolour train --help` loads this module and must not wait for torch.
+    import torch
+
     return torch.cuda.is_available()
 
 
@@ -43,6 +44,7 @@ def ensure_model(config: TrainConfig) -> str:
     if config.tiny_model and not (path / "config.json").is_file():
         from multiturn_trainer.tiny_model import build_tiny_model
 
+        print(first_run_announcement(config), flush=True)
         if config.tiny_warm_start_steps <= 0:
             build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
         else:
@@ -52,6 +54,24 @@ def ensure_model(config: TrainConfig) -> str:
                             revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
                             subjects=config.subjects)
     return config.model
+
+
+# Measured: the demo's warm start (180 SFT steps, 32 rendered revision examples) took about
+# 5 minutes on a 2-core machine (README, "The CPU demo, measured").
+WARM_START_MINUTES_PER_STEP_2_CORES = 5 / 180
+
+
+def first_run_announcement(config: TrainConfig) -> str:
+    """One line before the tiny model is built: what, why, how long, where it is cached, how to skip."""
+    if config.tiny_warm_start_steps <= 0:
+        return (f"train: building the tiny offline {config.tiny_model} model in {config.model} (seconds; "
+                "untrained, it writes gibberish until warm-started)")
+    minutes = max(1, round(config.tiny_warm_start_steps * WARM_START_MINUTES_PER_STEP_2_CORES))
+    return (f"train: first run: building the tiny offline {config.tiny_model} model and warm-starting it "
+            f"({config.tiny_warm_start_steps} SFT steps on compact procedural sketches, "
+            f"{config.tiny_warm_start_revisions} rendered revision examples) so that its sketches render; "
+            f"about {minutes} min on 2 CPU cores, once: it is cached in {config.model} and reused by later runs "
+            "(to skip it, pass --model with a model folder you already have)")
 
 
 def peft_config(config: TrainConfig, model):
@@ -104,6 +124,25 @@ def report_to(config: TrainConfig) -> str | list[str]:
     return "trackio" if importlib.util.find_spec("trackio") is not None else "none"
 
 
+def use_run_trackio_dir(config: TrainConfig, store: RunStore) -> None:
+    """trackio keeps the run's metrics in RUN_DIR/trackio, so a run carries its own metrics
+    (`TRACKIO_DIR=RUN_DIR/trackio trackio show`). trackio reads TRACKIO_DIR once, when
+    `trackio.utils` is first imported, and TRL imports it with its trainer: so this sets the
+    variable before that import. A TRACKIO_DIR the user set wins."""
+    import sys
+
+    reporters = report_to(config)
+    if "trackio" not in (reporters if isinstance(reporters, list) else [reporters]):
+        return
+    wanted = os.environ.setdefault("TRACKIO_DIR", str(store.root / "trackio"))
+    imported = sys.modules.get("trackio.utils")
+    if imported is not None and Path(imported.TRACKIO_DIR) != Path(wanted):
+        # Only when this process imported trackio before the run began (e.g. a second run in
+        # one Python process): say where the metrics really go.
+        print(f"train: trackio was imported before this run chose its directory; metrics go to "
+              f"{imported.TRACKIO_DIR}", flush=True)
+
+
 def grpo_args(config: TrainConfig, store: RunStore):
     from trl import GRPOConfig
 
@@ -112,9 +151,6 @@ def grpo_args(config: TrainConfig, store: RunStore):
     micro = config.micro_batch_size or episodes
     bf16 = gpu if config.bf16 is None else config.bf16
     checkpointing = gpu if config.gradient_checkpointing is None else config.gradient_checkpointing
-    if config.report_to == "auto" and report_to(config) == "trackio":
-        # trackio keeps its database under the run directory, not in the user's home.
-        os.environ.setdefault("TRACKIO_DIR", str(store.root / "trackio"))
     kwargs: dict[str, Any] = dict(
         output_dir=str(store.checkpoints_dir),
         run_name=config.name,
@@ -176,6 +212,10 @@ def build_scorer(config: TrainConfig):
 def load_model(config: TrainConfig):
     from multiturn_trainer.tiny_model import load_policy
 
+    if not has_gpu():
+        from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
+
+        quiet_cpu_kernel_warnings()
     dtype = None if config.dtype == "auto" and not has_gpu() else ("bfloat16" if config.dtype == "auto" else config.dtype)
     model, processor = load_policy(ensure_model(config), dtype=dtype, device="cuda" if has_gpu() else None)
     if config.attn_implementation:
@@ -202,6 +242,7 @@ def prepare_run(config: TrainConfig) -> tuple[RunStore, Path | None]:
 
 def build_trainer(config: TrainConfig, store: RunStore, environments=None, scorer=None, policy=None):
     """``policy``: an already-loaded (model, processor), e.g. random-weight shapes for the GPU check."""
+    use_run_trackio_dir(config, store)  # before the imports below: TRL's trainer imports trackio
     from multiturn_trainer.callbacks import RunCallback
     from multiturn_trainer.environments import make_environments
     from multiturn_trainer.grpo import MultiTurnGRPOTrainer, check_trl_pin
@@ -247,8 +288,13 @@ def train(config: TrainConfig, environments=None, scorer=None, policy=None) -> T
         trainer.painting_envs.close()
     summary = summarise(store, adapter)
     if trainer.accelerator.is_main_process:
+        dashboard = ""
+        if "trackio" in trainer.args.report_to:
+            from trackio.utils import TRACKIO_DIR  # where trackio really wrote (see use_run_trackio_dir)
+
+            dashboard = f"; dashboard: TRACKIO_DIR={TRACKIO_DIR} trackio show"
         print(f"train: {summary.steps} steps, {summary.episodes} episodes in {time.perf_counter() - started:.0f} s; "
-              f"run directory {store.root}")
+              f"run directory {store.root}{dashboard}")
     if config.push_to_hub and trainer.accelerator.is_main_process:
         push_adapter(trainer, config.push_to_hub, adapter)
     return summary
@@ -294,10 +340,11 @@ def push_adapter(trainer, repo_id: str, adapter: Path) -> None:
     print(f"train: pushed the adapter to https://huggingface.co/{repo_id}")
 
 
-def cmd_train(args, extra: list[str]) -> int:
-    from multiturn_trainer.config import config_from_args
+def cmd_train(args) -> int:
+    from multiturn_trainer.config import parse_config
 
-    train(_config_or_exit("train", lambda: config_from_args(args, extra)))
+    train(_config_or_exit("train", lambda: parse_config(args.argv, prog="watercolour train",
+                                                        default_config="configs/smoke.yaml")))
     return 0
 
 
@@ -320,13 +367,14 @@ def demo_line(summary: TrainSummary) -> str:
             f"gallery={summary.gallery}")
 
 
-def cmd_demo(args, extra: list[str]) -> int:
+def cmd_demo(args) -> int:
     """A fresh demo run every time (the warm-started tiny model is cached between runs)."""
     import shutil
 
-    from multiturn_trainer.config import load_config, parse_overrides
+    from multiturn_trainer.config import parse_config
 
-    config = _config_or_exit("demo", lambda: load_config(args.config, parse_overrides(extra)))
+    config = _config_or_exit("demo", lambda: parse_config(args.argv, prog="watercolour demo",
+                                                          default_config="configs/demo.yaml"))
     if Path(config.output_dir).exists():
         shutil.rmtree(config.output_dir)
     summary = train(config)

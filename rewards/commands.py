@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import re
@@ -145,10 +144,18 @@ def cmd_pool(args) -> int:
     raise AssertionError(args.pool_command)
 
 
+def cmd_hps_serve(args) -> int:
+    from rewards.hps_server import main
+
+    main(args.argv)
+    return 0
+
+
 def add_parsers(sub) -> None:
     score = sub.add_parser("score", help="score paintings with a reward preset")
     score.add_argument("images", nargs="+", metavar="IMAGE")
-    score.add_argument("--preset", default="style-offline")
+    score.add_argument("--preset", default="style-offline",
+                       help="a preset name in configs/rewards/ or a YAML file (default: %(default)s, CPU only)")
     score.add_argument("--subject", default=None)
     score.add_argument("--pool", default=str(STARTER_POOL_DIR))
     score.add_argument("--sources", default=None, help="folder holding STEM.js sketch sources")
@@ -157,8 +164,10 @@ def add_parsers(sub) -> None:
     score.add_argument("--hps-url", default=None)
     score.add_argument("--seed", type=int, default=0, help="reference draw seed (one per GRPO group)")
     score.add_argument("--json", action="store_true")
+    score.set_defaults(func=cmd_score)
 
     pool = sub.add_parser("pool", help="build, import and inspect reference pools")
+    pool.set_defaults(func=cmd_pool)
     pool_sub = pool.add_subparsers(dest="pool_command", required=True)
     starter = pool_sub.add_parser("build-starter", help="render the project's examples into a starter pool")
     starter.add_argument("--out", default=str(STARTER_POOL_DIR))
@@ -167,15 +176,18 @@ def add_parsers(sub) -> None:
     imp.add_argument("--out", required=True)
     from rewards.pool_build import add_arguments as add_build_arguments
 
-    add_build_arguments(pool_sub.add_parser(
-        "build", help="render and stage candidate paintings for a subject (from sketches, a run, or a policy)"))
+    build = pool_sub.add_parser(
+        "build", help="render and stage candidate paintings for a subject (from sketches, a run, or a policy)",
+        usage="watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL) [options]")
+    add_build_arguments(build)
     serve = pool_sub.add_parser("serve", help="rate a pool's candidates in a local web app (127.0.0.1)")
     serve.add_argument("pool", metavar="POOL_DIR")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8020)
+    # hps-serve parses its own options (rewards/hps_server.py), `--help` included.
     hps = sub.add_parser("hps-serve", add_help=False,
                          help="serve HPSv3 scores over HTTP (options: see `watercolour hps-serve --help`)")
-    hps.add_argument("hps_args", nargs=argparse.REMAINDER)
+    hps.set_defaults(func=cmd_hps_serve, own_options=True)
 
     stats = pool_sub.add_parser("stats", help="counts per tier and subject, paint coverage, judge reference draws")
     stats.add_argument("pool", nargs="?", default=str(STARTER_POOL_DIR))

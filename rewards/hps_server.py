@@ -18,7 +18,7 @@ import binascii
 import logging
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
@@ -26,7 +26,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from env.security import bearer_ok, require_token_off_loopback
-from rewards.hpsv3 import HPSv3Config, HPSv3Scorer, InvalidImageError
+
+# rewards.hpsv3 (torch, transformers) is imported where it is used, so that
+# `watercolour hps-serve --help` answers without loading torch.
+if TYPE_CHECKING:
+    from rewards.hpsv3 import HPSv3Config
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +79,8 @@ def create_hps_app(
 ) -> FastAPI:
     """``scorer`` needs ``score(pngs, prompts) -> [HPSv3Score]`` and a ``config`` with
     ``prompt_for_subject``, ``position_mode`` and ``score_temperature`` (an ``HPSv3Scorer``)."""
+    from rewards.hpsv3 import InvalidImageError
+
     app = FastAPI(title="HPSv3 scorer", docs_url=None, redoc_url=None, openapi_url=None)
     config = scorer.config
     token = token or None  # an empty token would "protect" the server with the header "Bearer "
@@ -155,6 +161,8 @@ def serve_hps(
     """Load HPSv3 from ``config`` (an ``HPSv3Config``) and serve it until interrupted."""
     import uvicorn
 
+    from rewards.hpsv3 import HPSv3Config, HPSv3Scorer
+
     # Anyone who can reach an open scorer may use the GPU: elsewhere than loopback, a token.
     require_token_off_loopback("hps-serve", host, token or None)
     scorer = HPSv3Scorer(config or HPSv3Config())
@@ -163,7 +171,7 @@ def serve_hps(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve HPSv3 scores over HTTP.")
+    parser = argparse.ArgumentParser(prog="watercolour hps-serve", description="Serve HPSv3 scores over HTTP.")
     parser.add_argument("--checkpoint", required=True, help="HPSv3.safetensors (or its directory)")
     parser.add_argument("--base-model", required=True, help="Qwen2-VL-7B-Instruct config + processor directory")
     parser.add_argument("--host", default="127.0.0.1")
@@ -176,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-images", type=int, default=DEFAULT_MAX_IMAGES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
+    from rewards.hpsv3 import HPSv3Config
+
     config = HPSv3Config(
         checkpoint_path=args.checkpoint,
         base_model_path=args.base_model,

@@ -209,7 +209,10 @@ def build(args) -> BuildReport:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--subject", default=None, help="what the paintings show (the pool's subject label)")
+    # Not argparse-required: --from RUN_DIR takes each painting's subject from its episode.
+    parser.add_argument("--subject", default=None,
+                        help="required (except with --from RUN_DIR, whose episodes name theirs): "
+                             "what the paintings show, the pool's subject label")
     parser.add_argument("--pool", default=None, metavar="POOL_DIR", help="default: pools/<subject>")
     parser.add_argument("--from", dest="source", default=None, metavar="DIR|RUN_DIR",
                         help="a folder of sketches (.js, or raw replies .txt/.md) or a run directory")

@@ -353,6 +353,37 @@ def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
     assert len(records) == 2 and all(len(r["turns"]) == 2 for r in records)
 
 
+def test_first_cli_run_announces_the_tiny_model_and_keeps_trackio_in_the_run_directory(tmp_path):
+    """A fresh model folder: one line says what is built before it is; trackio's metrics and
+    each step's contact sheet land in RUN_DIR/trackio, found from there by trackio's own CLI."""
+    import os
+
+    out = tmp_path / "first-run"
+    env = {k: v for k, v in os.environ.items() if k != "TRACKIO_DIR"}
+    env["HF_HOME"] = str(tmp_path / "hf-home")  # trackio's fallback home: must stay empty
+    completed = subprocess.run(
+        [sys.executable, "-m", "watercolour.cli", "train", "--config", "configs/smoke.yaml",
+         "--model", str(tmp_path / "fresh-tiny"), "--tiny-warm-start-steps", "0", "--steps", "1", "--turns", "2",
+         "--num-generations", "2", "--max-completion-length", "64", "--output-dir", str(out),
+         "--report-to", "trackio", "--renderers", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "train: building the tiny offline dense model in" in completed.stdout
+    assert "falling back to its reference PyTorch implementation" not in completed.stderr
+    assert not (tmp_path / "hf-home" / "trackio").exists()
+    trackio_env = {**env, "TRACKIO_DIR": str(out / "trackio")}
+    trackio = [str(Path(sys.executable).parent / "trackio"), "list"]
+    projects = subprocess.run(trackio + ["projects"], capture_output=True, text=True, env=trackio_env, timeout=120)
+    assert "watercolour" in projects.stdout, projects.stdout + projects.stderr
+    metrics = subprocess.run(trackio + ["metrics", "--project", "watercolour", "--run", "first-run", "--json"],
+                             capture_output=True, text=True, env=trackio_env, timeout=120)
+    assert metrics.returncode == 0, metrics.stderr
+    assert "train/loss" in metrics.stdout and "train/contact_sheet" in metrics.stdout, metrics.stdout
+    logged = list((out / "trackio" / "media").rglob("*.png"))
+    assert len(logged) == 1 and logged[0].read_bytes() == (out / "renders" / "step-00001" / "contact_sheet.png").read_bytes()
+
+
 def test_trainer_killed_with_sigkill_mid_step_resumes_without_losing_or_repeating_episodes(dense_policy, tmp_path):
     import signal
 
