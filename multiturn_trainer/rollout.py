@@ -47,19 +47,21 @@ class EpisodeBatch:
 
 class EpisodeRunner:
     """``turns``, ``scored_turns`` and ``episode_reward`` follow the TrainConfig (one rule for
-    training, ``--continue-from`` and eval); ``scorer`` None renders without scoring."""
+    training, ``--continue-from`` and eval); ``turns`` alone (pool build) makes the last turn
+    the episode's. ``scorer`` None renders without scoring (rewards None)."""
 
-    def __init__(self, config, environments: EpisodeEnvironments, scorer=None):
-        self.config = config
+    def __init__(self, config, environments: EpisodeEnvironments, scorer=None, turns: int | None = None):
+        self.config = config if config is not None else _LastTurn(turns or 1)
         self.environments = environments
         self.scorer = scorer
 
     def run(self, policy, rows: list[dict[str, Any]], recorded_replies: list[list[str]] | None = None,
-            turns: int | None = None, scored_turns: list[int] | None = None) -> EpisodeBatch:
+            scored_turns: list[int] | None = None) -> EpisodeBatch:
         """``rows``: {"prompt": turn-1 messages, "subject", "seed"} per episode.
         ``recorded_replies``: replay these as the first turns instead of generating them
-        (``replay --continue-from``); they are rendered again like generated ones."""
-        turns = turns or self.config.turns
+        (``replay --continue-from``); they are rendered again like generated ones.
+        ``scored_turns``: score these turns instead of the config's (eval wants every turn)."""
+        turns = self.config.turns
         if policy.works_on == "tokens":
             state = _TokenEpisodes(policy, rows)
         elif policy.works_on == "messages":
@@ -126,6 +128,19 @@ class EpisodeRunner:
         for (i, turn), result in zip(keys, results):
             turn_scores[i][turn] = result
         return turn_scores
+
+
+@dataclass
+class _LastTurn:
+    """The reward rule without a TrainConfig: the last turn's painting is the episode's."""
+
+    turns: int
+
+    def scored_turns(self) -> list[int]:
+        return [self.turns]
+
+    def episode_reward(self, turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
+        return turn_rewards.get(self.turns), self.turns
 
 
 class _TokenEpisodes:

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_replay_parser(sub)
 
+    from multiturn_trainer.evaluation import add_parser as add_eval_parser
+
+    add_eval_parser(sub)
+
     demo = sub.add_parser("demo", help="the embedded default: tiny model, warm start, multi-turn GRPO on CPU")
     demo.add_argument("--config", default="configs/demo.yaml")
     return parser
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("train", "demo"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "func", None) is not None:
+        return args.func(args)
     if args.command == "render":
         from env.commands import cmd_render
 
