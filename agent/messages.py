@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from PIL import Image
 
-from agent.prompts import revision_prompt, system_prompt, task_prompt
+from agent.prompts import first_turn_prompt, revision_prompt
 from env.contract import SketchContract
 from env.pigment import load_rgb
 
@@ -40,9 +40,10 @@ def first_turn_messages(
     enable_thinking: bool = False,
 ) -> list[Message]:
     """System prompt (the contract) and the task: everything the policy sees on turn 1."""
+    system, task = first_turn_prompt(subject, contract, enable_thinking)
     return [
-        {"role": "system", "content": [text_part(system_prompt(contract or SketchContract(), enable_thinking))]},
-        {"role": "user", "content": [text_part(task_prompt(subject))]},
+        {"role": "system", "content": [text_part(system)]},
+        {"role": "user", "content": [text_part(task)]},
     ]
 
 

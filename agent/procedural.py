@@ -21,6 +21,7 @@ import random
 from typing import Any, Callable, Iterable, Sequence
 
 from agent.messages import first_turn_messages
+from agent.subjects import subjects as subject_split
 
 CANVAS = 600
 PAPER = "#f8f1e4"
@@ -962,7 +963,11 @@ _COMPOSERS: dict[str, Callable[[Painter], None]] = {
     "sailboats on a calm sea": _sailboats,
 }
 
-SUBJECTS: tuple[str, ...] = tuple(_COMPOSERS)
+# The train split of configs/subjects.yaml; every one of them needs a composer above.
+SUBJECTS: tuple[str, ...] = subject_split("train")
+_missing = [s for s in SUBJECTS if s not in _COMPOSERS]
+if _missing:
+    raise ValueError(f"configs/subjects.yaml trains on subjects without a procedural composer: {_missing}")
 
 
 def generate_sketch(subject: str, seed: int, max_sections: int | None = None) -> str:

@@ -227,6 +227,16 @@ def task_prompt(subject: str) -> str:
     return f"Paint {subject} as a p5.brush watercolour. Reply with {REPLY_FORMAT}."
 
 
+def first_turn_prompt(subject: str, contract: SketchContract | None = None,
+                      enable_thinking: bool = False) -> tuple[str, str]:
+    """(system message, first user message) of an episode: the one source of turn 1.
+
+    The trainer's chat messages and the OpenEnv environment's task statement are both built
+    from this, so a remote client sees exactly what the trained model saw.
+    """
+    return system_prompt(contract or SketchContract(), enable_thinking), task_prompt(subject)
+
+
 def revision_prompt(feedback: str, turn: int, turns: int) -> str:
     """The text of the user message that opens ``turn`` (2..turns), after the painting.
 

@@ -84,18 +84,14 @@ EvaluatorSource = Union[SketchEvaluator, SharedEvaluator]
 
 
 def task_statement(subject: str, turns: int, contract: SketchContract) -> str:
-    """The first user message of an episode, built from the contract so it cannot drift."""
-    turn_word = "turn" if turns == 1 else "turns"
-    return (
-        f"Paint {subject} as a p5.brush watercolour. You have {turns} {turn_word}; after each reply "
-        "you see your painting and the gate's notes, and you may revise.\n"
-        "Reply with the complete sketch in one ```js block: `async function setup()` calls "
-        "createCanvas(600, 600, WEBGL), and `function draw()` starts with "
-        "translate(-width / 2, -height / 2).\n"
-        f"Paint only with brush.{', brush.'.join(contract.brush_methods)}.\n"
-        f"Other p5 names allowed: {', '.join(contract.p5_names)}; plain JavaScript is fine. "
-        "No other p5 drawing, text, DOM, network, timers, storage or eval."
-    )
+    """The first message of an episode: the system prompt and the task the trainer's policy sees
+    on turn 1 (``agent.prompts.first_turn_prompt``, one source), so a remote client's model is
+    asked exactly what the trained model was. ``turns`` is reported by the observation's
+    ``turns_left``; the trained prompt does not state it, so neither does this."""
+    from agent.prompts import first_turn_prompt
+
+    system, task = first_turn_prompt(subject, contract)
+    return f"{system}\n\n{task}"
 
 
 class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservation, WatercolourState]):

@@ -2,11 +2,12 @@
 
 How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another version):
 
-* ``rollout_func`` runs the episodes: every episode's turn k is generated in one batch
-  through ``trainer._generate_single_turn`` (plain HF generate or vLLM, whatever TRL is set
-  up with), all turn-k sketches render in parallel, then each episode gets the next user
-  turn (its own painting + the environment's feedback) as environment tokens (``env_mask``
-  0, not trained). TRL logs lengths, computes group advantages and drops ``None`` rewards
+* ``rollout_func`` runs the episodes through the one episode loop
+  (``multiturn_trainer.rollout.EpisodeRunner``) with ``TrainerPolicy``: every episode's turn
+  k is generated in one batch through ``trainer._generate_single_turn`` (plain HF generate or
+  vLLM, whatever TRL is set up with), all turn-k sketches render in parallel, then each
+  episode gets the next user turn (its own painting + the environment's feedback) as
+  environment tokens (``env_mask`` 0, not trained). TRL logs lengths, computes group advantages and drops ``None`` rewards
   from the group baseline.
 * TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
   adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
@@ -18,22 +19,18 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from trl import GRPOTrainer
 
-from agent.messages import revision_content
 from multiturn_trainer.config import TrainConfig
-from multiturn_trainer.environments import EpisodeEnvironments, TurnObservation
-from multiturn_trainer.episodes import (EpisodeTokens, environment_turn, generation_fields, loss_image_inputs,
-                                        reply_ids)
+from multiturn_trainer.environments import EpisodeEnvironments
+from multiturn_trainer.episodes import loss_image_inputs
+from multiturn_trainer.rollout import EpisodeBatch, EpisodeRunner, episode_records
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains, turn_statistics
-from rewards.mixer import COMPONENTS, PaintingToScore, RewardScorer, ScoreResult
+from rewards.mixer import COMPONENTS, RewardScorer
 
 TRL_PIN = "1.16.0"
 # The private TRL members this module relies on; the pin test checks they still exist.
@@ -62,16 +59,25 @@ def multiturn_rollout(prompts: list, trainer: "MultiTurnGRPOTrainer") -> dict[st
     return trainer.run_episodes(prompts)
 
 
-@dataclass
-class EpisodeBatch:
-    rows: list[dict[str, Any]]
-    episodes: list[EpisodeTokens]
-    replies: list[list[str]]
-    observations: list[list[TurnObservation]]
-    turn_scores: list[dict[int, ScoreResult | None]]
-    rewards: list[float | None]
-    rewarded_turn: list[int | None]
-    timings: dict[str, float] = field(default_factory=dict)
+class TrainerPolicy:
+    """The trainer's own generation as a token policy for the episode runner: TRL's
+    ``_generate_single_turn`` (plain HF generate or vLLM, whatever TRL is set up with) on the
+    episodes' token contexts and images, and TRL's prompt tokenization."""
+
+    works_on = "tokens"
+
+    def __init__(self, trainer: "MultiTurnGRPOTrainer"):
+        self.trainer = trainer
+        self.processor = trainer.processing_class
+        self.eos_token_ids = trainer.eos_token_ids
+        self.image_pad_token_id = trainer._image_pad_token_id
+        self.chat_template_kwargs = trainer.chat_template_kwargs
+
+    def prompt_ids(self, prompts: list) -> list[list[int]]:
+        return [list(ids) for ids in self.trainer._tokenize_prompts(prompts)[0]]
+
+    def generate(self, contexts, images, fields):
+        return self.trainer._generate_single_turn(contexts, images, fields, 1)
 
 
 class MultiTurnGRPOTrainer(GRPOTrainer):
@@ -81,6 +87,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.painting_envs = environments
         self.scorer = scorer
         self.store = store
+        self.runner = EpisodeRunner(run_config, environments, scorer)
         self._episode_rows: list[dict[str, Any]] = []
         self._episode_batch: EpisodeBatch | None = None
         self.last_episode_batch: EpisodeBatch | None = None
@@ -90,111 +97,20 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
 
     # --- episodes ------------------------------------------------------------------------
-    def run_episodes(self, prompts: list, recorded_replies: list[list[str]] | None = None) -> dict[str, Any]:
-        """``recorded_replies``: replay these replies as the first turns instead of generating
-        them (``replay --continue-from``); they are rendered again like generated ones."""
-        cfg = self.run_config
+    def run_episodes(self, prompts: list) -> dict[str, Any]:
+        """TRL's rollout: the episode runner with this trainer's generation, output in TRL's shape."""
         rows = self._episode_rows
         if len(rows) != len(prompts):
             raise RuntimeError("run_episodes called outside _generate_and_score_completions")
-        turns = cfg.turns
-        prompt_ids, _, _ = self._tokenize_prompts(prompts)
-        episodes = [EpisodeTokens(list(ids)) for ids in prompt_ids]
-        subjects = [row["subject"] for row in rows]
-        seeds = [int(row["seed"]) for row in rows]
-        replies: list[list[str]] = [[] for _ in prompts]
-        observations: list[list[TurnObservation]] = [[] for _ in prompts]
-        # The sampler's log-prob of every completion token (vLLM returns them; HF generate does
-        # not), environment tokens NaN: TRL's importance-sampling correction masks them out.
-        sampling_logps: list[list[float]] | None = [[] for _ in prompts]
-        timings = defaultdict(float)
-
-        self.painting_envs.reset(subjects, seeds, turns)
-        for turn in range(1, turns + 1):
-            started = time.perf_counter()
-            if recorded_replies is not None and turn <= min(len(r) for r in recorded_replies):
-                texts = [r[turn - 1] for r in recorded_replies]
-                completion_ids = [reply_ids(self.processing_class, text) for text in texts]
-                turn_logps = None
-            else:
-                fields = generation_fields(episodes, self._image_pad_token_id)
-                completion_ids, turn_logps = self._generate_single_turn(
-                    [e.context() for e in episodes], [e.images or None for e in episodes], fields, 1
-                )
-                texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
-            if turn_logps is None:
-                sampling_logps = None
-            for i, (episode, ids, text, said) in enumerate(zip(episodes, completion_ids, texts, replies)):
-                episode.add_policy(list(ids))
-                said.append(text)
-                if sampling_logps is not None:
-                    sampling_logps[i].extend(float("nan") if x is None else float(x) for x in turn_logps[i])
-            timings["generate"] += time.perf_counter() - started
-
-            started = time.perf_counter()
-            turn_observations = self.painting_envs.step(texts, turn)
-            for seen, observation in zip(observations, turn_observations):
-                seen.append(observation)
-            timings["render"] += time.perf_counter() - started
-
-            if turn < turns:
-                started = time.perf_counter()
-                for i, (episode, ids, observation) in enumerate(zip(episodes, completion_ids, turn_observations)):
-                    content = revision_content(observation.png, observation.feedback, turn + 1, turns)
-                    ended = bool(ids) and ids[-1] in self.eos_token_ids
-                    environment = environment_turn(self.processing_class, content, ended, self.chat_template_kwargs)
-                    episode.add_environment(environment)
-                    if sampling_logps is not None:
-                        sampling_logps[i].extend([float("nan")] * len(environment.ids))
-                timings["generate"] += time.perf_counter() - started
-
-        started = time.perf_counter()
-        turn_scores, rewards, rewarded_turn = self._score(observations, replies, subjects, seeds)
-        timings["score"] += time.perf_counter() - started
-        self._episode_batch = EpisodeBatch(rows, episodes, replies, observations, turn_scores, rewards,
-                                           rewarded_turn, dict(timings))
+        batch = self.runner.run(TrainerPolicy(self), rows)
+        self._episode_batch = batch
         return {
-            "prompt_ids": [e.prompt_ids for e in episodes],
-            "completion_ids": [e.completion_ids for e in episodes],
-            "logprobs": sampling_logps,
-            "env_mask": [e.env_mask for e in episodes],
-            "episode_reward": rewards,
+            "prompt_ids": [e.prompt_ids for e in batch.episodes],
+            "completion_ids": [e.completion_ids for e in batch.episodes],
+            "logprobs": batch.sampling_logps,
+            "env_mask": [e.env_mask for e in batch.episodes],
+            "episode_reward": batch.rewards,
         }
-
-    def continue_episodes(self, rows: list[dict[str, Any]], recorded_replies: list[list[str]]) -> EpisodeBatch:
-        """Episodes that start with recorded replies and go on with this trainer's policy."""
-        self._episode_rows = rows
-        try:
-            with torch.no_grad():
-                self.run_episodes([row["prompt"] for row in rows], recorded_replies)
-            return self._episode_batch
-        finally:
-            self._episode_rows, self._episode_batch = [], None
-
-    def _score(self, observations, replies, subjects, seeds):
-        """Score the turns the reward and the metrics need: first and last, or all for 'best'."""
-        wanted = self.run_config.scored_turns()
-        keys, paintings = [], []
-        for i, seen in enumerate(observations):
-            for turn in wanted:
-                observation = seen[turn - 1]
-                if observation.infrastructure_failed:
-                    continue  # never judged: its score stays None and the episode is dropped
-                keys.append((i, turn))
-                paintings.append(PaintingToScore(
-                    png=observation.png, code=observation.code or replies[i][turn - 1],
-                    passed=observation.passed, subject=subjects[i], group_seed=seeds[i],
-                ))
-        results = self.scorer.score_many_sync(paintings) if paintings else []
-        turn_scores: list[dict[int, ScoreResult | None]] = [{t: None for t in wanted} for _ in observations]
-        for (i, turn), result in zip(keys, results):
-            turn_scores[i][turn] = result
-        rewards, rewarded_turn = [], []
-        for scores in turn_scores:
-            reward, turn = self.run_config.episode_reward({t: None if r is None else r.total for t, r in scores.items()})
-            rewards.append(reward)
-            rewarded_turn.append(turn)
-        return turn_scores, rewards, rewarded_turn
 
     # --- TRL hooks -----------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs):
@@ -345,49 +261,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self._last_step_metrics = metrics
 
     def episode_records(self, batch: EpisodeBatch, places: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
-        """The episodes.jsonl lines of a batch; ``places``: (step, group, index) of each episode.
-        Saves the paintings into the run directory on the way."""
-        records = []
-        for i, (row, (step, group, index)) in enumerate(zip(batch.rows, places)):
-            turns = []
-            for position, observation in enumerate(batch.observations[i]):
-                turn = position + 1
-                score = batch.turn_scores[i].get(turn)
-                turns.append({
-                    "turn": turn,
-                    "code": observation.code,
-                    "png": self.store.save_render(step, group, index, turn, observation.png),
-                    "passed": observation.passed,
-                    "violations": observation.violations,
-                    "errors": observation.errors,
-                    "paint_fraction": observation.paint_fraction,
-                    "render_ms": observation.render_ms,
-                    "reply": batch.replies[i][position],
-                    "feedback": observation.feedback,
-                    "infrastructure_failed": observation.infrastructure_failed,
-                    "stats": observation.stats,
-                    "reward": None if score is None else score.total,
-                    "components": None if score is None else score.components,
-                })
-            rewarded = batch.rewarded_turn[i]
-            final = batch.turn_scores[i].get(rewarded) if rewarded else None
-            records.append({
-                "run": self.run_config.name,
-                "episode_id": f"{step}-{group}-{index}",
-                "step": step,
-                "group": group,
-                "index": index,
-                "subject": row["subject"],
-                "seed": int(row["seed"]),
-                "turns": turns,
-                "reward": batch.rewards[i],
-                "rewarded_turn": rewarded,
-                "components": dict(final.components) if final else {name: None for name in COMPONENTS},
-                "references": list(final.references) if final else [],
-                "weights": dict(self.scorer.mix.weights),
-                "preset": self.scorer.mix.name,
-            })
-        return records
+        return episode_records(batch, places, self.store, self.run_config.name, self.scorer.mix)
 
     def _save_checkpoint(self, model, trial):
         """TRL/HF save ``checkpoint-N``; the run directory's contract is ``checkpoints/step-N``."""

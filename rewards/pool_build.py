@@ -1,7 +1,9 @@
 """`watercolour pool build`: gather candidate paintings for a subject and stage them for rating.
 
 Candidates come from a folder of sketches (or raw model replies), a training run's episodes,
-a local policy (HF generate) or an OpenAI-compatible endpoint. Sketches are rendered and
+a local policy (HF generate) or an OpenAI-compatible endpoint; the last two are one-turn
+episodes of the project's episode runner (``multiturn_trainer.rollout``), the policies those
+of ``agent.policies``. Sketches are rendered and
 gated with the project's renderer; those that pass are staged in the pool with tier
 ``candidate`` (their coverage and, with ``--hps-url``, their HPSv3 score alongside), ready for
 `watercolour pool serve`. Duplicate paintings (same PNG bytes) are staged once.
@@ -31,6 +33,7 @@ class Candidate:
     png: bytes | None = None  # known already (a run's recorded painting) or rendered here
     paint_fraction: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    gate_failed: list[str] | None = None  # reason codes, when it was gated already and failed
 
 
 @dataclass
@@ -85,51 +88,53 @@ def from_run(run_dir: Path, subject: str | None) -> list[Candidate]:
     return found
 
 
-def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tokens: int,
-                temperature: float) -> list[Candidate]:
+def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tokens: int, temperature: float,
+                backend: str | None = None, deadline_s: float = 90.0) -> list[Candidate]:
     """Fresh turn-1 sketches from a local model (the same prompt the trainer uses)."""
-    import torch
-
-    from agent.messages import first_turn_messages
+    from agent.policies import LocalModelPolicy
     from multiturn_trainer.tiny_model import load_policy
 
     model, processor = load_policy(model_dir)
     model.eval()
-    text = processor.apply_chat_template(first_turn_messages(subject), add_generation_prompt=True, tokenize=False)
-    inputs = processor(text=[text] * count, return_tensors="pt").to(model.device)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        output = model.generate(**inputs, do_sample=True, temperature=temperature, max_new_tokens=max_new_tokens)
-    replies = processor.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-    return [Candidate(name=f"{slug(subject)}-{slug(Path(model_dir).name, 20)}-{seed}-{i}", subject=subject, code=reply,
-                      generator=f"policy {model_dir}", seed=seed + i) for i, reply in enumerate(replies)]
+    policy = LocalModelPolicy(model, processor, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    return generated(policy, subject, count, seed, f"policy {model_dir}", slug(Path(model_dir).name, 20),
+                     backend, deadline_s)
 
 
 def from_endpoint(url: str, model: str, subject: str, count: int, seed: int, max_tokens: int,
-                  temperature: float, token: str | None = None) -> list[Candidate]:
-    """Fresh sketches from an OpenAI-compatible chat-completions server."""
-    import httpx
+                  temperature: float, token: str | None = None, backend: str | None = None,
+                  deadline_s: float = 90.0) -> list[Candidate]:
+    """Fresh sketches from an OpenAI-compatible chat-completions server (token: the argument,
+    else $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)."""
+    from agent.policies import EndpointPolicy
 
+    policy = EndpointPolicy(url, model, max_tokens=max_tokens, temperature=temperature, token=token, seed=seed)
+    return generated(policy, subject, count, seed, f"endpoint {model}", slug(model, 20), backend, deadline_s)
+
+
+def generated(policy, subject: str, count: int, seed: int, generator: str, tag: str, backend: str | None,
+              deadline_s: float) -> list[Candidate]:
+    """``count`` one-turn episodes of ``policy`` through the episode runner (render seeds
+    seed, seed+1, ...). Their paintings are gated already; a failed one keeps its reasons."""
     from agent.messages import first_turn_messages
+    from multiturn_trainer.environments import InProcessEnvironments
+    from multiturn_trainer.rollout import EpisodeRunner
 
-    messages = [{"role": m["role"], "content": "".join(p["text"] for p in m["content"] if p["type"] == "text")}
-                for m in first_turn_messages(subject)]
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    rows = [{"prompt": first_turn_messages(subject), "subject": subject, "seed": seed + i} for i in range(count)]
+    environments = InProcessEnvironments(deadline_s=deadline_s, **({"backend": backend} if backend else {}))
+    try:
+        batch = EpisodeRunner(None, environments, turns=1).run(policy, rows)
+    finally:
+        environments.close()
     found = []
-    with httpx.Client(timeout=300.0, headers=headers) as client:
-        for i in range(count):
-            try:
-                response = client.post(f"{url.rstrip('/')}/chat/completions", json={
-                    "model": model, "messages": messages, "max_tokens": max_tokens,
-                    "temperature": temperature, "seed": seed + i,
-                })
-                response.raise_for_status()
-                reply = response.json()["choices"][0]["message"]["content"]
-            except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-                raise SystemExit(f"watercolour pool build: the endpoint {url} failed on request {i + 1}: "
-                                 f"{type(exc).__name__}: {exc}") from None
-            found.append(Candidate(name=f"{slug(subject)}-{slug(model, 20)}-{seed + i}", subject=subject, code=reply or "",
-                                   generator=f"endpoint {model}", seed=seed + i))
+    for i, (replies, [observation]) in enumerate(zip(batch.replies, batch.observations)):
+        passed = observation.passed and observation.png is not None
+        found.append(Candidate(
+            name=f"{slug(subject)}-{tag}-{seed + i}", subject=subject, code=observation.code or replies[0],
+            generator=generator, seed=seed + i, png=observation.png if passed else None,
+            paint_fraction=observation.paint_fraction if passed else None,
+            gate_failed=None if passed else list(observation.violations) or ["no_painting"],
+        ))
     return found
 
 
@@ -138,7 +143,10 @@ def render_candidates(candidates: list[Candidate], report: BuildReport, backend:
     """Render and gate those without a painting; keep the ones that pass."""
     from env.core import SketchEvaluator
 
-    todo = [c for c in candidates if c.png is None]
+    for candidate in candidates:
+        if candidate.gate_failed is not None:
+            report.failed[candidate.name] = candidate.gate_failed
+    todo = [c for c in candidates if c.png is None and c.gate_failed is None]
     if todo:
         kwargs = {"backend": backend} if backend else {}
         with SketchEvaluator(deadline_s=deadline_s, **kwargs) as evaluator:
@@ -195,10 +203,11 @@ def build(args) -> BuildReport:
         found = from_run(source, args.subject) if (source / "episodes.jsonl").is_file() else \
             from_folder(source, args.subject, args.seed)
     elif args.policy:
-        found = from_policy(args.policy, args.subject, args.count, args.seed, args.max_tokens, args.temperature)
+        found = from_policy(args.policy, args.subject, args.count, args.seed, args.max_tokens, args.temperature,
+                            args.backend, args.deadline)
     else:
         found = from_endpoint(args.endpoint, args.endpoint_model, args.subject, args.count, args.seed,
-                              args.max_tokens, args.temperature, args.token)
+                              args.max_tokens, args.temperature, args.token, args.backend, args.deadline)
     report = BuildReport()
     passed = render_candidates(found, report, args.backend, args.deadline)
     if args.hps_url and passed:
@@ -220,7 +229,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--endpoint", default=None, metavar="URL",
                         help="generate with an OpenAI-compatible server (…/v1)")
     parser.add_argument("--endpoint-model", default="default", help="--endpoint: model name")
-    parser.add_argument("--token", default=None, help="--endpoint: bearer token")
+    parser.add_argument("--token", default=None,
+                        help="--endpoint: bearer token (default: $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)")
     parser.add_argument("--count", type=int, default=8, help="--policy/--endpoint: sketches to generate")
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--temperature", type=float, default=1.0)

@@ -17,6 +17,7 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     from env.commands import add_parsers as add_env_parsers
     from multiturn_trainer.config import add_parser as add_train_parsers
+    from multiturn_trainer.evaluation import add_parser as add_eval_parser
     from multiturn_trainer.replay import add_parser as add_replay_parser
     from multiturn_trainer.tiny_model import add_parser as add_tiny_parser
     from rewards.commands import add_parsers as add_reward_parsers
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tiny_parser(sub)  # build-tiny
     add_train_parsers(sub)  # train, demo, sft
     add_replay_parser(sub)  # replay
+    add_eval_parser(sub)  # eval
     return parser
 
 

@@ -1,0 +1,217 @@
+"""The one episode loop with every kind of policy, and `watercolour eval` (issue 14).
+
+Real components throughout: the tiny Qwen3.5 through ``LocalModelPolicy``, a loopback
+OpenAI-compatible server answering with real sketches through ``EndpointPolicy``, the
+in-process renderer and the offline reward preset.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from agent.messages import first_turn_messages, painting_image
+from agent.policies import EndpointPolicy, LocalModelPolicy, openai_messages
+from agent.subjects import subjects as subject_split
+from conftest import SMALL_SKETCH, tiny_config
+from fake_openai_server import FakeOpenAIServer, FakeReply
+from multiturn_trainer import evaluation_stats as stats
+from multiturn_trainer.rollout import EpisodeRunner
+from multiturn_trainer.tiny_model import load_policy
+from multiturn_trainer.train import build_scorer, episode_row
+
+# --- statistics on synthetic rewards with known answers -------------------------------------
+
+
+def test_bootstrap_interval_contains_the_true_mean_and_narrows_with_more_data():
+    rng = random.Random(7)
+    small = [rng.gauss(0.5, 0.1) for _ in range(50)]
+    large = [rng.gauss(0.5, 0.1) for _ in range(800)]
+    a, b = stats.bootstrap_mean(small), stats.bootstrap_mean(large)
+    for summary in (a, b):
+        assert summary["low"] < 0.5 < summary["high"]
+        assert summary["low"] <= summary["estimate"] <= summary["high"]
+    assert (b["high"] - b["low"]) < (a["high"] - a["low"]) / 2
+    # The standard error of 800 draws is 0.1/sqrt(800) = 0.0035: a 95 % interval is about ±0.007.
+    assert 0.008 < b["high"] - b["low"] < 0.02
+    # Unknown rewards are left out, never counted as 0; a constant sample has a point interval.
+    assert stats.bootstrap_mean([0.3, None, 0.3]) == {"estimate": 0.3, "low": 0.3, "high": 0.3, "n": 2}
+    assert stats.bootstrap_mean([None]) == {"estimate": None, "low": None, "high": None, "n": 0}
+
+
+def test_win_rate_and_paired_difference_of_a_known_paired_sample():
+    turn_k = [1.0, 2.0, 3.0, 4.0, None]
+    turn_1 = [0.0, 2.0, 5.0, 1.0, 9.0]
+    # Wins 1 > 0 and 4 > 1, a tie at 2, a loss 3 < 5; the unpaired slot is left out.
+    win = stats.win_rate(turn_k, turn_1)
+    assert win["estimate"] == pytest.approx(2.5 / 4) and win["n"] == 4
+    assert 0.0 <= win["low"] <= win["estimate"] <= win["high"] <= 1.0
+    gap = stats.paired_difference(turn_k, turn_1)
+    assert gap["estimate"] == pytest.approx((1 + 0 - 2 + 3) / 4)
+    assert stats.best_of([0.2, None, 0.7, 0.9], 3) == 0.7 and stats.best_of([None, None], 2) is None
+    assert stats.mean_of([0.2, None, 0.4]) == pytest.approx(0.3)
+    # A clear effect has an interval above zero; the same data shifted to no effect straddles it.
+    rng = random.Random(3)
+    base = [rng.random() for _ in range(200)]
+    better = [x + 0.1 + rng.gauss(0, 0.05) for x in base]
+    assert stats.paired_difference(better, base)["low"] > 0.05
+    same = [x + rng.gauss(0, 0.05) for x in base]
+    shifted = stats.paired_difference(same, base)
+    assert shifted["low"] < 0 < shifted["high"]
+    with pytest.raises(ValueError):
+        stats.paired([1.0], [1.0, 2.0])
+
+
+def test_subject_splits_are_disjoint_and_the_train_split_is_the_procedural_one():
+    from agent.procedural import SUBJECTS
+    from multiturn_trainer.config import TrainConfig
+
+    train, held_out = subject_split("train"), subject_split("eval")
+    assert train == SUBJECTS and TrainConfig(model="m").subjects == list(train)
+    assert held_out and not set(train) & set(held_out)
+
+
+def test_openenv_task_statement_is_the_trainers_first_turn():
+    from env.contract import SketchContract
+    from env.environment import task_statement
+
+    system, task = (m["content"][0]["text"] for m in first_turn_messages("a bowl of cherries"))
+    assert task_statement("a bowl of cherries", 3, SketchContract()) == f"{system}\n\n{task}"
+
+
+# --- the episode runner with a served model ---------------------------------------------------
+
+
+def sketch_reply(colour: str) -> FakeReply:
+    return FakeReply.content(f"Here is the painting:\n```js\n{SMALL_SKETCH.replace('#2b6cb0', colour)}```")
+
+
+def decoded_image(url: str) -> np.ndarray:
+    data = base64.b64decode(url.split(",", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def test_endpoint_policy_sees_its_painting_on_turn_two_and_the_episode_is_scored(environments, tmp_path,
+                                                                                monkeypatch):
+    # No local model: the served one paints (the config only sets turns, rendering and reward).
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=2, num_generations=2)
+    colours = iter(["#123456", "#654321", "#2a9d8f", "#e76f51"])
+    monkeypatch.setenv("WATERCOLOUR_ENDPOINT_TOKEN", "sekret")
+    with FakeOpenAIServer(rule=lambda request: sketch_reply(next(colours))) as server:
+        policy = EndpointPolicy(server.base_url, "painter", max_tokens=500, concurrency=2, seed=11)
+        rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
+        batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
+        asked = server.chat_requests()
+    assert len(asked) == 4 and all(r.model == "painter" and r.bearer_token == "sekret" for r in asked)
+    assert sorted(r.body["seed"] for r in asked) == [11, 12, 13, 14]  # every sample its own seed
+    first, second = asked[:2], asked[2:]
+    assert all(not r.image_urls for r in first)
+    assert sorted("a red apple" in r.text for r in first) == [False, True]
+    # Turn 2: each request carries exactly its own episode's turn-1 painting, as a PNG data URL.
+    for request in second:
+        [url] = request.image_urls
+        assert url.startswith("data:image/png;base64,")
+        shown = decoded_image(url)
+        matches = [i for i, seen in enumerate(batch.observations)
+                   if np.array_equal(shown, np.asarray(painting_image(seen[0].png)))]
+        assert len(matches) == 1
+        episode = matches[0]
+        assert batch.rows[episode]["subject"] in request.text
+        # The reply of turn 1 is in the conversation as the assistant's message.
+        assistant = [m for m in request.body["messages"] if m["role"] == "assistant"]
+        assert assistant[0]["content"][0]["text"] == batch.replies[episode][0]
+    assert all(o.passed and o.png for seen in batch.observations for o in seen)
+    assert all(isinstance(r, float) for r in batch.rewards) and batch.sampling_logps is None
+    assert batch.episodes is None and batch.policy_errors == [None, None]
+
+
+def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_zero(environments, tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=2)
+    policy = EndpointPolicy(f"http://127.0.0.1:{port}/v1", "painter", max_attempts=2, retry_delay_s=0.01,
+                            timeout_s=2)
+    rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
+    batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
+    assert batch.rewards == [None, None]
+    assert all(error and "no answer" in error for error in batch.policy_errors)
+    for seen in batch.observations:
+        assert [o.infrastructure_failed for o in seen] == [True, True]
+        assert seen[0].violations == ["infrastructure_error"] and seen[0].errors[0].startswith("policy:")
+    assert all(score is None for scores in batch.turn_scores for score in scores.values())
+
+
+def test_openai_messages_send_images_as_png_data_urls():
+    image = Image.new("RGB", (4, 3), (200, 10, 10))
+    wire = openai_messages([{"role": "user", "content": [{"type": "text", "text": "look"},
+                                                         {"type": "image", "image": image}]}])
+    [message] = wire
+    assert message["content"][0] == {"type": "text", "text": "look"}
+    assert decoded_image(message["content"][1]["image_url"]["url"]).shape == (3, 4, 3)
+
+
+# --- the tiny model through the local policy ------------------------------------------------
+
+
+def test_local_policy_runs_two_turn_episodes_with_the_painting_in_its_context(dense_policy, environments, tmp_path):
+    config = tiny_config(dense_policy, tmp_path / "run", turns=2)
+    model, processor = load_policy(dense_policy)
+    policy = LocalModelPolicy(model.eval(), processor, max_new_tokens=320, temperature=0.5, seed=3)
+    rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
+    batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows, scored_turns=[1, 2])
+    assert [len(r) for r in batch.replies] == [2, 2]
+    for episode, seen in zip(batch.episodes, batch.observations):
+        # Turn 2 was generated after the environment turn, whose image tokens are in the sequence.
+        assert 0 in episode.env_mask and episode.env_mask[-1] == 1
+        assert len(episode.images) == sum(o.png is not None for o in seen[:1])
+    assert sum(batch.completion_tokens) > 0 and batch.sampling_logps is None
+    assert all(set(scores) == {1, 2} for scores in batch.turn_scores)
+    assert any(reward is not None for reward in batch.rewards)
+
+
+# --- `watercolour eval` through its command line --------------------------------------------
+
+
+def test_eval_command_writes_json_plot_and_gallery_for_the_tiny_policy(dense_policy, tmp_path, capsys):
+    from watercolour.cli import main
+
+    config_path = tmp_path / "eval.yaml"
+    config_path.write_text(tiny_config(dense_policy, tmp_path / "unused", renderers=2).to_yaml())
+    out = tmp_path / "eval"
+    assert main(["eval", "--policy", str(dense_policy), "--config", str(config_path), "--subjects",
+                 "a red apple;a blue pond", "--episodes", "1", "--turns", "2", "--max-tokens", "320",
+                 "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "headline: final - best-of-2 independent" in printed and "win rate turn 2 over turn 1" in printed
+    report = json.loads((out / "eval.json").read_text())
+    assert report["turns"] == 2 and report["slots"] == 2 and report["preset"] == "style-offline"
+    assert len(report["refine"]["reward_by_turn"]) == 2 and len(report["independent"]["best_of_k"]) == 2
+    assert report["refine"]["episodes"] == 2 and report["independent"]["episodes"] == 4  # K samples per slot
+    assert report["refine"]["tokens"] > 0 and report["independent"]["tokens"] > 0
+    for key in ("win_rate_final_over_first", "final_minus_best_of_k", "final_minus_mean_of_k"):
+        assert set(report[key]) == {"estimate", "low", "high", "n"}
+    # best-of-k never decreases with k, by construction of the same samples.
+    best = [p["estimate"] for p in report["independent"]["best_of_k"]]
+    if None not in best:
+        assert best[1] >= best[0]
+    plot = Image.open(report["plot"])
+    assert plot.size == (640, 420)
+    gallery = Path(report["gallery"]).read_text()
+    assert "step 1" in gallery and "step 2" in gallery and "data:image/png;base64," in gallery
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted({e["arm"] for e in episodes}) == ["independent", "refine"]
+    # Both arms paint the same slots: same subjects and the same render seeds.
+    seeds = {arm: sorted({(e["subject"], e["seed"]) for e in episodes if e["arm"] == arm})
+             for arm in ("refine", "independent")}
+    assert seeds["refine"] == seeds["independent"]
+    with pytest.raises(SystemExit, match="already holds"):
+        main(["eval", "--policy", str(dense_policy), "--config", str(config_path), "--out", str(out)])
