@@ -33,6 +33,7 @@ RUN npm ci --no-bin-links --no-audit --no-fund --loglevel=error \
 
 COPY pyproject.toml README.md ./
 COPY agent ./agent
+COPY curation ./curation
 COPY env ./env
 COPY multiturn_trainer ./multiturn_trainer
 COPY rewards ./rewards

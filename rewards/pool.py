@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+# The pool the project ships (rendered from its own examples; `watercolour pool build-starter`).
+STARTER_POOL_DIR = Path(__file__).resolve().parent.parent / "pools" / "starter"
+
 # Rated tiers. `candidate` marks a painting staged by `watercolour pool build` and not yet
 # rated in `pool serve`; the judge and the style reward never use candidates.
 RATED_TIERS = ("love", "okay", "reject")

@@ -14,8 +14,8 @@ import pytest
 from conftest import ROOT, SMALL_SKETCH, running_server, small_sketch_with
 from fake_openai_server import FakeOpenAIServer, FakeReply
 from rewards.pool import CANDIDATE, ReferencePool
-from rewards.pool_app import create_pool_app
-from rewards.pool_build import build
+from curation.app import create_pool_app
+from curation.build import build
 
 COLOURS = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e", "#7c3aed"]
 

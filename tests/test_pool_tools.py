@@ -18,9 +18,9 @@ from rewards.http_retry import FatalScorerError
 from rewards.judge import JudgeConfig
 from rewards.pool import ReferencePool, import_imagefolder
 from rewards.ranking import spearman
-from rewards.pool_tools import (coverage_histogram, export_pool, format_consistency, format_statistics,
+from curation.tools import (coverage_histogram, export_pool, format_consistency, format_statistics,
                                 judge_consistency, pool_statistics)
-from rewards.starter_pool import STARTER_POOL_DIR
+from rewards.pool import STARTER_POOL_DIR
 
 from fake_openai_server import FakeOpenAIServer, FakeReply, RecordedRequest, always, sha256_hex
 

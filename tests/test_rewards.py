@@ -13,7 +13,7 @@ from rewards.components import LengthRamp, gate_score
 from rewards.mixer import (COMPONENTS, PaintingToScore, RewardMix, RewardScorer, load_preset, mix_total,
                            preset_names, style_image_scorer)
 from rewards.pool import ReferencePool, import_imagefolder
-from rewards.starter_pool import STARTER_POOL_DIR
+from rewards.pool import STARTER_POOL_DIR
 from rewards.style import StyleProfile, StyleScorer, style_score
 
 

@@ -15,6 +15,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from curation.commands import add_parsers as add_curation_parsers
     from env.commands import add_parsers as add_env_parsers
     from multiturn_trainer.config import add_parser as add_train_parsers
     from multiturn_trainer.evaluation import add_parser as add_eval_parser
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="watercolour", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_env_parsers(sub)  # render, serve, bench
-    add_reward_parsers(sub)  # score, pool, hps-serve
+    add_reward_parsers(sub)  # score, hps-serve
+    add_curation_parsers(sub)  # pool
     add_tiny_parser(sub)  # build-tiny
     add_train_parsers(sub)  # train, demo, sft
     add_replay_parser(sub)  # replay

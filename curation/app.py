@@ -1,6 +1,6 @@
 """`watercolour pool serve POOL_DIR`: a local web app to rate candidate paintings into tiers.
 
-A FastAPI server on 127.0.0.1 and one static page (rewards/static/pool_app.html). The API only
+A FastAPI server on 127.0.0.1 and one static page (curation/static/pool_app.html). The API only
 ever takes entry ids from requests, never paths: an image or a source is found through the
 manifest and must lie inside the pool folder. Every rating is one read-modify-write of the
 manifest under the pool's file lock (`locked_pool`), written atomically, and appended to
@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from env.security import LOOPBACK_HOSTS
 from rewards.pool import CANDIDATE, MANIFEST, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
-from rewards.pool_tools import pool_statistics
+from curation.tools import pool_statistics
 
 PAGE = Path(__file__).resolve().parent / "static" / "pool_app.html"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

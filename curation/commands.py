@@ -1,0 +1,100 @@
+"""`watercolour pool`: build, import, curate and inspect reference pools.
+
+Curation renders and generates (it stages a policy's paintings as candidates), so it sits
+above env/, agent/, rewards/ and multiturn_trainer/; rewards/ only loads pools and draws
+references from them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rewards.pool import STARTER_POOL_DIR, ReferencePool, import_imagefolder
+
+
+def cmd_pool(args) -> int:
+    if args.pool_command == "build":
+        from curation.build import build
+
+        build(args)
+        return 0
+    if args.pool_command == "serve":
+        from curation.app import serve
+
+        serve(args.pool, host=args.host, port=args.port)
+        return 0
+    if args.pool_command == "build-starter":
+        from curation.starter import build_starter_pool
+
+        pool = build_starter_pool(args.out)
+        print(f"starter pool: {pool.counts()} in {pool.root}")
+        return 0
+    if args.pool_command == "import":
+        pool = import_imagefolder(args.source, args.out)
+        print(f"imported: {pool.counts()} in {pool.root}")
+        return 0
+    if args.pool_command == "stats":
+        from curation.tools import format_statistics, pool_statistics
+
+        stats = pool_statistics(ReferencePool.load(args.pool))
+        print(json.dumps(stats, indent=1) if args.json else format_statistics(stats))
+        return 0
+    if args.pool_command == "export":
+        from curation.tools import export_pool
+
+        tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
+        try:
+            out = export_pool(ReferencePool.load(args.pool), args.out, tiers)
+        except (FileExistsError, ValueError) as error:
+            raise SystemExit(f"watercolour pool export: {error}")
+        print(f"exported {', '.join(tiers)} of {args.pool} to {out} (imagefolder: {out}/metadata.jsonl)")
+        return 0
+    if args.pool_command == "judge-check":
+        from rewards.http_retry import FatalScorerError
+        from rewards.judge import JudgeConfig
+        from curation.tools import format_consistency, judge_consistency
+
+        overrides = {"base_url": args.judge_url, **({"model": args.judge_model} if args.judge_model else {})}
+        try:
+            report = judge_consistency(ReferencePool.load(args.pool), JudgeConfig(**overrides),
+                                       samples=args.samples, seed=args.seed)
+        except FatalScorerError as error:
+            raise SystemExit(f"watercolour pool judge-check: {error}")
+        print(json.dumps(report, indent=1) if args.json else format_consistency(report))
+        return 0
+    raise AssertionError(args.pool_command)
+
+
+def add_parsers(sub) -> None:
+    pool = sub.add_parser("pool", help="build, import and inspect reference pools")
+    pool.set_defaults(func=cmd_pool)
+    pool_sub = pool.add_subparsers(dest="pool_command", required=True)
+    starter = pool_sub.add_parser("build-starter", help="render the project's examples into a starter pool")
+    starter.add_argument("--out", default=str(STARTER_POOL_DIR))
+    imp = pool_sub.add_parser("import", help="import a local imagefolder copy of a Hub pool dataset")
+    imp.add_argument("source")
+    imp.add_argument("--out", required=True)
+    from curation.build import add_arguments as add_build_arguments
+
+    build = pool_sub.add_parser(
+        "build", help="render and stage candidate paintings for a subject (from sketches, a run, or a policy)",
+        usage="watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL) [options]")
+    add_build_arguments(build)
+    serve = pool_sub.add_parser("serve", help="rate a pool's candidates in a local web app (127.0.0.1)")
+    serve.add_argument("pool", metavar="POOL_DIR")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8020)
+    stats = pool_sub.add_parser("stats", help="counts per tier and subject, paint coverage, judge reference draws")
+    stats.add_argument("pool", nargs="?", default=str(STARTER_POOL_DIR))
+    stats.add_argument("--json", action="store_true")
+    export = pool_sub.add_parser("export", help="write a pool as an imagefolder dataset (Hub layout)")
+    export.add_argument("pool")
+    export.add_argument("out", help="a new or empty folder")
+    export.add_argument("--tiers", default="love,okay", help="comma-separated rated tiers (default: love,okay)")
+    check = pool_sub.add_parser("judge-check", help="how consistent the judge is on a pool's own paintings")
+    check.add_argument("pool")
+    check.add_argument("--judge-url", required=True, help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    check.add_argument("--judge-model", default=None)
+    check.add_argument("--samples", type=int, default=8, help="rated paintings used as candidates")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--json", action="store_true")
