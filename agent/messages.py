@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from PIL import Image
 
-from agent.prompts import first_turn_prompt, revision_prompt
+from env.prompts import first_turn_prompt, revision_prompt
 from env.contract import SketchContract
 from env.pigment import load_rgb
 

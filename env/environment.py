@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from env.contract import SketchContract
 from env.core import SketchEvaluator, SketchOutcome
 from env.feedback import feedback_text
+from env.prompts import first_turn_prompt
 from env.models import (
     MAX_SEED,
     WatercolourAction,
@@ -85,11 +86,9 @@ EvaluatorSource = Union[SketchEvaluator, SharedEvaluator]
 
 def task_statement(subject: str, turns: int, contract: SketchContract) -> str:
     """The first message of an episode: the system prompt and the task the trainer's policy sees
-    on turn 1 (``agent.prompts.first_turn_prompt``, one source), so a remote client's model is
+    on turn 1 (``env.prompts.first_turn_prompt``, one source), so a remote client's model is
     asked exactly what the trained model was. ``turns`` is reported by the observation's
     ``turns_left``; the trained prompt does not state it, so neither does this."""
-    from agent.prompts import first_turn_prompt
-
     system, task = first_turn_prompt(subject, contract)
     return f"{system}\n\n{task}"
 

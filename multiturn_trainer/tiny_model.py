@@ -351,7 +351,7 @@ def _policy_texts() -> list[str]:
     compact sketch 595 instead of 632, so the CPU warm start and demo run ~35 % faster.
     """
     from agent.procedural import SUBJECTS, generate_sketch
-    from agent.prompts import system_prompt
+    from env.prompts import system_prompt
 
     return [system_prompt(), *(generate_sketch(subject, seed, 3) for subject in SUBJECTS for seed in range(3))]
 

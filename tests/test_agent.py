@@ -9,7 +9,7 @@ import re
 import pytest
 from PIL import Image
 
-from agent import prompts
+from env import prompts
 from agent.extract import extract_code
 from agent.messages import (
     append_turn,
@@ -21,7 +21,7 @@ from agent.messages import (
     to_record,
 )
 from agent.procedural import SUBJECTS, generate_sketch, sft_examples
-from agent.prompts import revision_prompt, system_prompt, task_prompt
+from env.prompts import revision_prompt, system_prompt, task_prompt
 from env.contract import DEFAULT_BRUSH_METHODS, KNOWN_BRUSH_METHODS, SketchContract
 from env.core import SketchEvaluator, SketchOutcome
 from env.feedback import feedback_text

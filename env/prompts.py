@@ -3,7 +3,9 @@
 Everything the prompt says about allowed names is generated from a ``SketchContract``, the
 same object the static gate and the run-time sandbox enforce, so widening the allowlist in a
 config changes what the model is told in the same breath as what it is allowed to do.
-Feedback on a painting comes from ``env.feedback``; this module only frames it.
+Feedback on a painting comes from ``env.feedback``; this module only frames it. It lives in
+env/ (beside the contract and the feedback) because the OpenEnv environment states the same
+task as the trainer's turn 1; agent/ builds chat messages from it.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def _forbidden_lines(contract: SketchContract) -> list[str]:
         p5_line += "; paint with brush.fill, not fill"
     lines.append(p5_line)
     lines += [
-        "- text or lettering of any kind (text, textFont, loadFont)",
+        "- p5's text functions (text, textFont, loadFont)",
         "- the page and the DOM (document, createDiv, select)",
         "- the network, other windows and p5 internals (fetch, XMLHttpRequest, loadImage, window, globalThis, _renderer)",
         "- building or running code at run time (eval, Function, constructor tricks)",
