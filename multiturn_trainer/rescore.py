@@ -11,12 +11,12 @@ per-step means, and the episodes whose rank moved most.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from env.files import write_atomically
 from multiturn_trainer.config import load_config
 from multiturn_trainer.store import CONFIG, RunStore, mean
 from rewards.mixer import PaintingToScore
@@ -85,9 +85,7 @@ def write_rescored(store: RunStore, preset_name: str, records: list[dict[str, An
     folder = store.root / RESCORED
     folder.mkdir(exist_ok=True)
     path = folder / f"{Path(preset_name).stem}.jsonl"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, "".join(json.dumps(r) + "\n" for r in records))
     return path
 
 
