@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import io
 import json
 import math
 import re
@@ -47,6 +46,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 from PIL import Image
 from torch import nn
+
+from env.pigment import open_on_white
 
 REWARD_TOKEN = "<|Reward|>"
 CHECKPOINT_FILENAME = "HPSv3.safetensors"
@@ -200,17 +201,9 @@ def flatten_rgba_on_white(png_bytes: bytes) -> Image.Image:
     Raises InvalidImageError (a ValueError) for bytes that are not a decodable image.
     """
     try:
-        with Image.open(io.BytesIO(png_bytes)) as opened:
-            opened.load()
-            image = opened.copy()
+        return open_on_white(png_bytes)
     except Exception as exc:  # PIL raises several unrelated types for bad data
         raise InvalidImageError(f"not a decodable image: {exc}") from exc
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
-    if not has_alpha:
-        return image.convert("RGB")
-    rgba = image.convert("RGBA")
-    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return Image.alpha_composite(white, rgba).convert("RGB")
 
 
 def smart_resize_dims(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = IMAGE_FACTOR) -> tuple[int, int]:

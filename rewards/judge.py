@@ -819,12 +819,9 @@ class HttpJudge(_PairwiseJudge):
 
 def _rgb_image(png: bytes):
     """A PIL RGB image; transparency is flattened onto white, as paper would show through."""
-    from PIL import Image
+    from env.pigment import open_on_white
 
-    with Image.open(io.BytesIO(png)) as opened:
-        image = opened.convert("RGBA")
-    paper = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    return Image.alpha_composite(paper, image).convert("RGB")
+    return open_on_white(png)
 
 
 class LocalJudge(_PairwiseJudge):
