@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from env.files import PROJECT_ROOT
+
 # torch is imported where it is used: `watercolour --help` builds this module's parser, and
 # importing torch there costs 1.5 s warm, over 10 s from a cold disk.
 if TYPE_CHECKING:
     import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Where the default tokenizer corpus comes from: the sketches the policy is trained to write.
 DEFAULT_CORPUS_GLOBS: tuple[str, ...] = (
@@ -328,7 +329,7 @@ EMBEDDING_ROW_MULTIPLE = 64
 MODEL_KINDS = ("dense", "moe")
 
 
-def default_corpus(repo_root: Path = REPO_ROOT) -> list[str]:
+def default_corpus(repo_root: Path = PROJECT_ROOT) -> list[str]:
     """The project's sketches (deduplicated, in path order) followed by prompt-like English."""
     documents: list[str] = []
     seen: set[str] = set()

@@ -16,10 +16,11 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import yaml
 
+from env.files import PROJECT_ROOT
 from rewards.components import LengthRamp, gate_score
 
 COMPONENTS = ("gate", "length", "judge", "hpsv3", "style")
-PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "rewards"
+PRESET_DIR = PROJECT_ROOT / "configs" / "rewards"
 
 
 @dataclass(frozen=True)
