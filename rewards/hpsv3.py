@@ -11,8 +11,10 @@ reward head was trained on, because a reward model scores only the distribution 
   ``add_generation_prompt=True``. So ``<|Reward|>`` sits near the end of the user turn, not last.
 * Image: flattened onto white (the official code calls ``convert("RGB")``, which turns
   transparent pixels black; our paintings come as RGBA, so we flatten deliberately), then resized
-  with PIL bicubic to the 28-aligned size nearest to 448x448 pixels (``min_pixels = max_pixels =
-  256*28*28`` upstream), so every image costs the same 256 visual tokens.
+  with PIL bicubic to 28-aligned sides, aspect kept, with an area near 448x448 pixels
+  (``min_pixels = max_pixels = 256*28*28`` upstream; ``smart_resize_dims``). Each 28x28 block
+  is one visual token, so the count depends on the shape: 256 for 448x448, 225 for a 600x600
+  painting (420x420), 266 for 512x384 (532x392).
 * Positions: the official forward calls the 4.45 text model directly with ``position_ids=None``,
   which there means plain 1-D positions 0..L-1, identical for the three M-RoPE sections. In 5.x the
   multimodal ``Qwen2VLModel`` builds 3-D M-RoPE positions itself when none are given, which moves
