@@ -13,7 +13,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 # Debian's Chromium instead of Playwright's download: it comes from the package mirror like
 # everything else and gets security updates. Mesa (EGL + llvmpipe) backs the default
-# "llvmpipe" GL backend; node/npm are only for the pinned install of p5 and p5.brush.
+# "llvmpipe-f16" GL backend; node/npm are only for the pinned install of p5 and p5.brush.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         chromium \

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import yaml
 
-SUBJECTS_FILE = Path(__file__).resolve().parent.parent / "configs" / "subjects.yaml"
+from env.files import PROJECT_ROOT
+
+SUBJECTS_FILE = PROJECT_ROOT / "configs" / "subjects.yaml"
 SPLITS = ("train", "eval")
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from env.core import evaluate_reply
 from env.renderer import RendererPool
-from rewards.pool import STARTER_POOL_DIR, ReferencePool, write_atomically
+from env.files import PROJECT_ROOT, write_atomically
+from rewards.pool import STARTER_POOL_DIR, ReferencePool
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STARTER_SOURCES = {"love": PROJECT_ROOT / "examples" / "sketches", "okay": PROJECT_ROOT / "examples" / "simple"}
 STARTER_SEED = 1
 STARTER_README = """# Starter pool (not a curated taste)

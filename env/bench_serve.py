@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SKETCH = Path(__file__).resolve().parent.parent / "examples" / "simple" / "two_apples.js"
+from env.files import PROJECT_ROOT
+
+DEFAULT_SKETCH = PROJECT_ROOT / "examples" / "simple" / "two_apples.js"
 
 
 async def _episode(url: str, index: int, turns: int, reply: str, token: str | None) -> dict[str, Any]:

@@ -13,10 +13,10 @@ import numpy as np
 from env.contact_sheet import SheetItem, contact_sheet
 from env.contract import SketchContract
 from env.core import SketchOutcome, evaluate_reply
+from env.files import PROJECT_ROOT
 from env.pigment import load_rgb
 from env.renderer import BACKENDS, DEFAULT_BACKEND, WARM_UP_SKETCH, RendererPool
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_SKETCHES = PROJECT_ROOT / "examples" / "sketches"
 # Slack on top of the render deadline for the static gate, browser start and PNG decoding,
 # so the CLI as a whole finishes each file within deadline + this.

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw, ImageFont
 
+from env.pigment import open_on_white
+
 THUMB = 240
 CAPTION_HEIGHT = 34
 PADDING = 8
@@ -28,10 +30,7 @@ def _thumbnail(png: bytes | None) -> Image.Image:
         tile = Image.new("RGB", (THUMB, THUMB), MISSING)
         ImageDraw.Draw(tile).text((THUMB // 2 - 30, THUMB // 2 - 6), "no image", fill=INK)
         return tile
-    image = Image.open(io.BytesIO(png)).convert("RGBA")
-    flat = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    flat.alpha_composite(image)
-    return flat.convert("RGB").resize((THUMB, THUMB), Image.LANCZOS)
+    return open_on_white(png).resize((THUMB, THUMB), Image.LANCZOS)
 
 
 def contact_sheet(items: list[SheetItem], columns: int | None = None, title: str = "") -> bytes:

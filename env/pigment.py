@@ -11,15 +11,24 @@ PAINT_DISTANCE = 32.0  # RGB Euclidean distance from the background colour that 
 QUANTISATION_SHIFT = 4  # 16 levels per channel: coarse enough that paper texture shares one bin
 
 
+def open_on_white(png: bytes) -> Image.Image:
+    """Image bytes to an RGB PIL image, any transparency flattened onto white (transparent = paper).
+
+    The one flattening every reader uses (metrics, contact sheets, the HPSv3 scorer, the
+    judge's images): a plain ``convert("RGB")`` would turn transparent pixels black.
+    """
+    with Image.open(io.BytesIO(png)) as opened:
+        opened.load()
+        if not opened.has_transparency_data:
+            return opened.convert("RGB")
+        rgba = opened.convert("RGBA")
+    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(white, rgba).convert("RGB")
+
+
 def load_rgb(png: bytes) -> np.ndarray:
-    """PNG bytes to an RGB uint8 array, RGBA flattened onto white (transparent = paper)."""
-    image = Image.open(io.BytesIO(png))
-    image.load()
-    if image.mode in ("RGBA", "LA", "P"):
-        image = image.convert("RGBA")
-        white = Image.new("RGBA", image.size, (255, 255, 255, 255))
-        image = Image.alpha_composite(white, image)
-    return np.asarray(image.convert("RGB"))
+    """PNG bytes to an RGB uint8 array, flattened onto white (see open_on_white)."""
+    return np.asarray(open_on_white(png))
 
 
 def background_colour(rgb: np.ndarray) -> np.ndarray:

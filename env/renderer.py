@@ -41,10 +41,10 @@ from env.contract import (
     SketchContract,
 )
 from env.pigment import paint_fraction_of_png
+from env.files import PROJECT_ROOT
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 SANDBOX_ORIGIN = "http://sketch.sandbox"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def node_modules_dir() -> Path:

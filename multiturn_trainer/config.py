@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from agent.procedural import SUBJECTS
+from env.files import PROJECT_ROOT
 
 
 # Token budgets for the parts of an episode the policy does not write (measured on the Qwen3.5
@@ -215,7 +216,6 @@ _HINTS = typing.get_type_hints(TrainConfig)
 # Older spellings kept working (ARCHITECTURE.md's contract names `--steps N --turns K
 # --output-dir DIR`, which are the fields themselves).
 ALIASES = {"max_steps": "steps", "out": "output_dir"}
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:

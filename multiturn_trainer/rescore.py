@@ -11,12 +11,11 @@ per-step means, and the episodes whose rank moved most.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+from env.files import write_atomically
 from multiturn_trainer.config import load_config
 from multiturn_trainer.store import CONFIG, RunStore, mean
 from rewards.mixer import PaintingToScore
@@ -27,13 +26,13 @@ RESCORED = "rescored"
 
 def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None, hps_url: str | None = None,
                    judge_url: str | None = None, judge_model: str | None = None):
-    from rewards.commands import build_scorer
+    from rewards.mixer import build_scorer
     from rewards.pool import ReferencePool
 
-    args = SimpleNamespace(preset=preset, hps_url=hps_url or config.get("hps_url"),
-                           judge_url=judge_url or config.get("judge_url"),
-                           judge_model=judge_model or config.get("judge_model"))
-    return build_scorer(args, ReferencePool.load(pool or config.get("pool") or "pools/starter"))
+    return build_scorer(preset, ReferencePool.load(pool or config.get("pool") or "pools/starter"),
+                        judge_url=judge_url or config.get("judge_url"),
+                        judge_model=judge_model or config.get("judge_model"),
+                        hps_url=hps_url or config.get("hps_url"))
 
 
 def rescore(store: RunStore, episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
@@ -85,9 +84,7 @@ def write_rescored(store: RunStore, preset_name: str, records: list[dict[str, An
     folder = store.root / RESCORED
     folder.mkdir(exist_ok=True)
     path = folder / f"{Path(preset_name).stem}.jsonl"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, "".join(json.dumps(r) + "\n" for r in records))
     return path
 
 

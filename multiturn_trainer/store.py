@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from env.contact_sheet import SheetItem, contact_sheet
+from env.files import write_atomically
 
 EPISODES = "episodes.jsonl"
 METRICS = "metrics.jsonl"
@@ -51,7 +52,7 @@ class RunStore:
 
     # --- writing -------------------------------------------------------------------------
     def write_config(self, text: str) -> None:
-        _write_atomically(self.root / CONFIG, text)
+        write_atomically(self.root / CONFIG, text)
 
     def save_render(self, step: int, group: int, index: int, turn: int, png: bytes | None) -> str | None:
         """Store one turn's painting; returns its path relative to the run directory."""
@@ -124,7 +125,7 @@ class RunStore:
             kept = [line for line in lines if line.get("step", 0) <= step]
             if path == self.episodes_path:
                 dropped = len(lines) - len(kept)
-            _write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))
+            write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))
         return dropped
 
 
@@ -194,9 +195,3 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
             # A line cut short by a kill mid-write: everything before it is intact.
             break
     return records
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)

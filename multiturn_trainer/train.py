@@ -7,7 +7,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from agent.messages import first_turn_messages
@@ -200,13 +199,11 @@ def grpo_args(config: TrainConfig, store: RunStore):
 
 
 def build_scorer(config: TrainConfig):
-    from rewards.commands import build_scorer as build_reward_scorer
+    from rewards.mixer import build_scorer as build_reward_scorer
     from rewards.pool import ReferencePool
 
-    pool = ReferencePool.load(config.pool)
-    args = SimpleNamespace(preset=config.reward_preset, hps_url=config.hps_url, judge_url=config.judge_url,
-                           judge_model=config.judge_model)
-    return build_reward_scorer(args, pool)
+    return build_reward_scorer(config.reward_preset, ReferencePool.load(config.pool), judge_url=config.judge_url,
+                               judge_model=config.judge_model, hps_url=config.hps_url)
 
 
 def load_model(config: TrainConfig):

@@ -12,7 +12,7 @@ from env.commands import report_missing_files
 from env.contract import SketchContract
 from env.gate import static_gate
 from env.pigment import paint_fraction_of_png
-from rewards.mixer import PaintingToScore, RewardScorer, load_preset, style_image_scorer
+from rewards.mixer import PaintingToScore, build_scorer
 from rewards.pool import STARTER_POOL_DIR, ReferencePool
 
 
@@ -32,39 +32,13 @@ def find_source(image: Path, sources_dir: Path | None, pool: ReferencePool | Non
     return None
 
 
-def build_scorer(args, pool: ReferencePool) -> RewardScorer:
-    mix = load_preset(args.preset)
-    style = hps = judge = None
-    if mix.uses("style"):
-        from rewards.style import StyleScorer
-
-        style = style_image_scorer(StyleScorer.from_pool_dir(pool.root))
-    if mix.uses("hpsv3"):
-        if not args.hps_url:
-            raise SystemExit(f"watercolour score: preset {mix.name!r} needs HPSv3: pass --hps-url "
-                             "(an HPSv3 scorer server, e.g. `watercolour hps-serve` on a GPU machine)")
-        from rewards.hps_client import HPSv3Client
-
-        client = HPSv3Client(args.hps_url)
-
-        async def hps(pngs, subjects):
-            return await client.score(pngs, subjects)
-
-    if mix.uses("judge"):
-        from rewards.judge import HttpJudge, JudgeConfig
-
-        config = JudgeConfig()
-        overrides = {k: v for k, v in (("base_url", args.judge_url), ("model", args.judge_model)) if v}
-        judge = HttpJudge(JudgeConfig(**{**config.__dict__, **overrides}))
-    return RewardScorer(mix, judge=judge, pool=pool, hps=hps, style=style)
-
-
 def cmd_score(args) -> int:
     images = [Path(p) for p in args.images]
     if report_missing_files("score", images):
         return 2
     pool = ReferencePool.load(args.pool)
-    scorer = build_scorer(args, pool)
+    scorer = build_scorer(args.preset, pool, judge_url=args.judge_url, judge_model=args.judge_model,
+                          hps_url=args.hps_url)
     contract = SketchContract()
     paintings = []
     for image in images:

@@ -25,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from env.security import bearer_ok, require_token_off_loopback
+from env.security import TokenGuard, require_token_off_loopback
 
 # rewards.hpsv3 (torch, transformers) is imported where it is used, so that
 # `watercolour hps-serve --help` answers without loading torch.
@@ -48,25 +48,6 @@ class ScoreRequest(BaseModel):
     subject: str | None = None  # turned into a prompt by the scorer's template
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body_limited(request: Request, limit: int) -> bytes:
-    """Read at most ``limit`` bytes; a lying or missing Content-Length cannot get past the count."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -76,18 +57,16 @@ def create_hps_app(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     token: str | None = None,
     max_images: int = DEFAULT_MAX_IMAGES,
-) -> FastAPI:
+) -> TokenGuard:
     """``scorer`` needs ``score(pngs, prompts) -> [HPSv3Score]`` and a ``config`` with
-    ``prompt_for_subject``, ``position_mode`` and ``score_temperature`` (an ``HPSv3Scorer``)."""
+    ``prompt_for_subject``, ``position_mode`` and ``score_temperature`` (an ``HPSv3Scorer``).
+
+    The app comes wrapped in the env server's ``TokenGuard``: the bearer token (``/health``
+    stays open) and the request-size limit are checked before a body is read."""
     from rewards.hpsv3 import InvalidImageError
 
     app = FastAPI(title="HPSv3 scorer", docs_url=None, redoc_url=None, openapi_url=None)
     config = scorer.config
-    token = token or None  # an empty token would "protect" the server with the header "Bearer "
-
-    def authorised(request: Request) -> bool:
-        return token is None or bearer_ok(request.headers.raw, token)
-
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {
@@ -99,15 +78,8 @@ def create_hps_app(
 
     @app.post("/score")
     async def score(request: Request):
-        # Authenticate before reading the body, so strangers cannot make us buffer megabytes.
-        if not authorised(request):
-            return JSONResponse({"error": "missing or invalid bearer token"}, status_code=401)
         try:
-            body = await _read_body_limited(request, max_request_bytes)
-        except _BodyTooLarge:
-            return JSONResponse({"error": f"request larger than {max_request_bytes} bytes"}, status_code=413)
-        try:
-            payload = ScoreRequest.model_validate_json(body)
+            payload = ScoreRequest.model_validate_json(await request.body())
         except ValidationError as exc:
             return JSONResponse({"error": "malformed request", "detail": exc.errors(include_url=False)}, status_code=422)
         count = len(payload.images)
@@ -147,7 +119,8 @@ def create_hps_app(
             "score_temperature": config.score_temperature,
         }
 
-    return app
+    # An empty token would "protect" the server with the header "Bearer "; TokenGuard treats it as none.
+    return TokenGuard(app, token, max_request_bytes)
 
 
 def serve_hps(

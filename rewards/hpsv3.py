@@ -11,8 +11,10 @@ reward head was trained on, because a reward model scores only the distribution 
   ``add_generation_prompt=True``. So ``<|Reward|>`` sits near the end of the user turn, not last.
 * Image: flattened onto white (the official code calls ``convert("RGB")``, which turns
   transparent pixels black; our paintings come as RGBA, so we flatten deliberately), then resized
-  with PIL bicubic to the 28-aligned size nearest to 448x448 pixels (``min_pixels = max_pixels =
-  256*28*28`` upstream), so every image costs the same 256 visual tokens.
+  with PIL bicubic to 28-aligned sides, aspect kept, with an area near 448x448 pixels
+  (``min_pixels = max_pixels = 256*28*28`` upstream; ``smart_resize_dims``). Each 28x28 block
+  is one visual token, so the count depends on the shape: 256 for 448x448, 225 for a 600x600
+  painting (420x420), 266 for 512x384 (532x392).
 * Positions: the official forward calls the 4.45 text model directly with ``position_ids=None``,
   which there means plain 1-D positions 0..L-1, identical for the three M-RoPE sections. In 5.x the
   multimodal ``Qwen2VLModel`` builds 3-D M-RoPE positions itself when none are given, which moves
@@ -35,8 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import io
-import json
 import math
 import re
 import threading
@@ -47,6 +47,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 from PIL import Image
 from torch import nn
+
+from env.pigment import open_on_white
 
 REWARD_TOKEN = "<|Reward|>"
 CHECKPOINT_FILENAME = "HPSv3.safetensors"
@@ -200,17 +202,9 @@ def flatten_rgba_on_white(png_bytes: bytes) -> Image.Image:
     Raises InvalidImageError (a ValueError) for bytes that are not a decodable image.
     """
     try:
-        with Image.open(io.BytesIO(png_bytes)) as opened:
-            opened.load()
-            image = opened.copy()
+        return open_on_white(png_bytes)
     except Exception as exc:  # PIL raises several unrelated types for bad data
         raise InvalidImageError(f"not a decodable image: {exc}") from exc
-    has_alpha = image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
-    if not has_alpha:
-        return image.convert("RGB")
-    rgba = image.convert("RGBA")
-    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return Image.alpha_composite(white, rgba).convert("RGB")
 
 
 def smart_resize_dims(height: int, width: int, min_pixels: int, max_pixels: int, factor: int = IMAGE_FACTOR) -> tuple[int, int]:
@@ -632,157 +626,6 @@ class HPSv3Scorer:
         return self.score(pngs, [self.config.prompt_for_subject(subject)] * len(pngs))
 
 
-# ----------------------------------------------------------------------------------------------
-# Tiny offline model (tests, smoke runs)
-# ----------------------------------------------------------------------------------------------
-
-QWEN2VL_SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-)
-
-# Renders the same layout as Qwen2-VL-Instruct's template: a default system turn, image placeholders
-# in place inside user turns, and "<|im_start|>assistant\n" as the generation prompt.
-TINY_CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{%- if loop.first and message['role'] != 'system' -%}"
-    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
-    "{%- if message['content'] is string -%}{{ message['content'] }}"
-    "{%- else -%}{%- for part in message['content'] -%}"
-    "{%- if part['type'] == 'image' or 'image' in part -%}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
-    "{%- elif part['type'] == 'video' or 'video' in part -%}{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
-    "{%- elif 'text' in part -%}{{ part['text'] }}"
-    "{%- endif -%}{%- endfor -%}{%- endif -%}"
-    "{{ '<|im_end|>\\n' }}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
-)
-
-
-def _tiny_tokenizer():
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1024, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    # Training on the instruction keeps its token count (and so test time) small.
-    corpus = [HPSV3_INSTRUCTION, HPSV3_REWARD_SUFFIX, "You are a helpful assistant.", "a watercolour painting of a fox"]
-    backend.train_from_iterator(corpus * 4, trainer)
-    # Qwen2-VL's specials first, then <|Reward|> last: the id layout upstream ends up with after adding it.
-    specials = [*QWEN2VL_SPECIAL_TOKENS, REWARD_TOKEN]
-    backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="right"
-    )
-
-
-def _tiny_legacy_config(tokenizer, hidden_size: int, extra_vocab: int) -> dict[str, Any]:
-    """A 4.45-style (flat) Qwen2-VL config.json, like the one shipped with Qwen2-VL-7B-Instruct."""
-    ids = tokenizer.convert_tokens_to_ids
-    return {
-        "architectures": ["Qwen2VLForConditionalGeneration"],
-        "model_type": "qwen2_vl",
-        "attention_dropout": 0.0,
-        "bos_token_id": ids("<|endoftext|>"),
-        "eos_token_id": ids("<|im_end|>"),
-        "vision_start_token_id": ids("<|vision_start|>"),
-        "vision_end_token_id": ids("<|vision_end|>"),
-        "vision_token_id": ids("<|vision_pad|>"),
-        "image_token_id": ids("<|image_pad|>"),
-        "video_token_id": ids("<|video_pad|>"),
-        "hidden_act": "silu",
-        "hidden_size": hidden_size,
-        # Far above Qwen's 0.02 so that the random model's attention is sharp: with near-uniform
-        # attention, token positions (and so the position-mode switch) would barely matter.
-        "initializer_range": 0.25,
-        "intermediate_size": 2 * hidden_size,
-        "max_position_embeddings": 4096,
-        "max_window_layers": 2,
-        "num_attention_heads": 4,
-        "num_hidden_layers": 2,
-        "num_key_value_heads": 2,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
-        "sliding_window": 4096,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
-        "use_cache": True,
-        "use_sliding_window": False,
-        # The base config is larger than the tokenizer, as Qwen2-VL-7B's 152064 is.
-        "vocab_size": len(tokenizer) + extra_vocab,
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
-        "vision_config": {
-            "depth": 2,
-            "embed_dim": 32,
-            "mlp_ratio": 2,
-            "num_heads": 2,
-            "in_chans": 3,
-            "hidden_size": hidden_size,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "spatial_patch_size": 14,
-            "temporal_patch_size": 2,
-        },
-    }
-
-
-def build_tiny_hpsv3(out_dir: str | Path, seed: int = 0, hidden_size: int = 64) -> HPSv3Config:
-    """Write a random-weight HPSv3 look-alike: ``base/`` (config + processor) and ``HPSv3.safetensors``
-    in the official legacy key layout, so loading exercises the real path. Returns a CPU/float32 config."""
-    from safetensors.torch import save_file
-    from transformers import AutoConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
-
-    out_dir = Path(out_dir)
-    base_dir = out_dir / "base"
-    base_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = _tiny_tokenizer()
-    processor = Qwen2VLProcessor(
-        image_processor=Qwen2VLImageProcessor(),
-        tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(),
-        chat_template=TINY_CHAT_TEMPLATE,
-    )
-    processor.save_pretrained(str(base_dir))
-    (base_dir / "config.json").write_text(json.dumps(_tiny_legacy_config(tokenizer, hidden_size, extra_vocab=16), indent=2))
-
-    backbone_config = AutoConfig.from_pretrained(str(base_dir))
-    # The checkpoint embeds exactly len(tokenizer) rows: upstream resized after adding <|Reward|>.
-    backbone_config.text_config.vocab_size = len(tokenizer)
-    torch.manual_seed(seed)
-    model = HPSv3RewardModel(
-        backbone_config,
-        reward_token_id=tokenizer.convert_tokens_to_ids(REWARD_TOKEN),
-        dtype=torch.float32,
-    )
-    state = {key: value.detach().clone().contiguous() for key, value in model.state_dict().items()}
-    state["lm_head.weight"] = torch.randn(len(tokenizer), hidden_size) * 0.02
-    checkpoint_path = out_dir / CHECKPOINT_FILENAME
-    save_file(to_legacy_state_dict(state), str(checkpoint_path))
-    return HPSv3Config(
-        checkpoint_path=str(checkpoint_path),
-        base_model_path=str(base_dir),
-        device="cpu",
-        dtype="float32",
-        batch_size=4,
-    )
-
-
 __all__ = [
     "CHECKPOINT_FILENAME",
     "HPSV3_INSTRUCTION",
@@ -793,7 +636,6 @@ __all__ = [
     "InvalidImageError",
     "HPSv3Score",
     "HPSv3Scorer",
-    "build_tiny_hpsv3",
     "ensure_reward_token",
     "flatten_rgba_on_white",
     "hpsv3_user_text",

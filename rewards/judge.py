@@ -6,14 +6,10 @@ bias. A win in both orders scores 1, a split 0.5, a loss in both 0. The painting
 mean over the references that resolved (both orders answered with a readable verdict); with
 fewer than half of them resolved the score is ``None`` and the rollout is dropped, never scored 0.
 
-Two backends share the prompt, the parsing, the cache and the scoring:
-
-* ``HttpJudge`` talks to any OpenAI-compatible chat-completions server (the Hugging Face router,
-  vLLM, ...), with retries from ``rewards.http_retry``, a concurrency limit and, optionally,
-  a soft P(A) from the verdict token's log-probabilities.
-* ``LocalJudge`` runs the same prompt through a transformers image-text-to-text model.
-
-Both run their work on a private event-loop thread, so ``score`` (async, from any loop) and
+``HttpJudge`` talks to any OpenAI-compatible chat-completions server (the Hugging Face router,
+vLLM, ...), with retries from ``rewards.http_retry``, a concurrency limit and, optionally
+(``JudgeConfig.probability_mode``), a soft P(A) from the verdict token's log-probabilities.
+It runs its work on a private event-loop thread, so ``score`` (async, from any loop) and
 ``score_sync`` (from plain code such as a reward function) share one HTTP connection pool, one
 concurrency limit and one cache.
 """
@@ -23,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import io
 import json
 import logging
 import math
@@ -61,7 +56,6 @@ __all__ = [
     "JUDGE_PROMPT_VERSION",
     "JudgeConfig",
     "JudgeResult",
-    "LocalJudge",
     "LogprobStep",
     "OrderVerdict",
     "Reference",
@@ -182,18 +176,6 @@ def build_judge_messages(image_a_png: bytes, image_b_png: bytes, subject: str | 
             content.append({"type": "text", "text": value})
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": content},
-    ]
-
-
-def _transformers_messages(subject: str | None) -> list[dict]:
-    """The same conversation for a chat template: images become placeholders filled by the processor."""
-    content = [
-        {"type": "image"} if kind == "image" else {"type": "text", "text": value}
-        for kind, value in _judge_parts(subject)
-    ]
-    return [
-        {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
         {"role": "user", "content": content},
     ]
 
@@ -472,7 +454,7 @@ class _LoopThread:
 
 
 class _PairwiseJudge(ABC):
-    """Scoring, caching and threading shared by the HTTP and the local backend."""
+    """Scoring, caching and threading; a backend (``HttpJudge``) answers the ordered questions."""
 
     def __init__(self, *, model_name: str, probability_mode: bool, cache: VerdictCache | None):
         self.model_name = model_name
@@ -810,168 +792,3 @@ class HttpJudge(_PairwiseJudge):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
-
-
-# --------------------------------------------------------------------------------------------
-# Local backend
-# --------------------------------------------------------------------------------------------
-
-
-def _rgb_image(png: bytes):
-    """A PIL RGB image; transparency is flattened onto white, as paper would show through."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(png)) as opened:
-        image = opened.convert("RGBA")
-    paper = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    return Image.alpha_composite(paper, image).convert("RGB")
-
-
-class LocalJudge(_PairwiseJudge):
-    """The same prompt through a transformers image-text-to-text model, greedy decoding.
-
-    ``model`` is a local path or hub-style name (loaded with ``AutoModelForImageTextToText`` and
-    ``AutoProcessor``), or a ready model object with ``processor`` given, or a (model,
-    processor) tuple. Generation runs in a worker thread, one batch at a time.
-    """
-
-    def __init__(
-        self,
-        model: Any,
-        processor: Any = None,
-        *,
-        model_name: str | None = None,
-        max_new_tokens: int = 200,
-        batch_size: int = 4,
-        probability_mode: bool = False,
-        top_logprobs: int = 5,
-        device: Any = None,
-        dtype: Any = None,
-        generation_kwargs: Mapping[str, Any] | None = None,
-        # Thinking models (Qwen3.5) would otherwise spend the token budget before the verdict.
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        cache: VerdictCache | None = None,
-    ):
-        if isinstance(model, tuple):
-            model, processor = model
-        if isinstance(model, (str, os.PathLike)):
-            from transformers import AutoModelForImageTextToText, AutoProcessor
-
-            path = os.fspath(model)
-            processor = processor if processor is not None else AutoProcessor.from_pretrained(path)
-            model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype if dtype is not None else "auto")
-            model_name = model_name or path
-        elif processor is None:
-            raise ValueError("a model object needs its processor: LocalJudge(model, processor)")
-        if device is not None:
-            model = model.to(device)
-        model.eval()
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-
-        super().__init__(
-            model_name=model_name or getattr(model.config, "name_or_path", "") or type(model).__name__,
-            probability_mode=probability_mode,
-            cache=cache,
-        )
-        self.model = model
-        self.processor = processor
-        # Batched generation appends new tokens on the right, so prompts must be padded on the left.
-        tokenizer = getattr(processor, "tokenizer", processor)
-        tokenizer.padding_side = "left"
-        self.tokenizer = tokenizer
-        self.max_new_tokens = max_new_tokens
-        self.batch_size = batch_size
-        self.top_logprobs = top_logprobs
-        self.generation_kwargs = dict(generation_kwargs or {})
-        if chat_template_kwargs is None:
-            # Only templates that know the switch get it; others would pass it on to the
-            # processor as an unknown argument.
-            template = getattr(processor, "chat_template", None) or getattr(tokenizer, "chat_template", None) or ""
-            template_text = template if isinstance(template, str) else json.dumps(template)
-            chat_template_kwargs = {"enable_thinking": False} if "enable_thinking" in template_text else {}
-        self.chat_template_kwargs = dict(chat_template_kwargs)
-        self._generate_lock = threading.Lock()
-
-    def prompt_text(self, subject: str | None) -> str:
-        return self.processor.apply_chat_template(
-            _transformers_messages(subject), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
-        )
-
-    def prepare_inputs(self, pairs: Sequence[tuple[bytes, bytes]], subject: str | None = None):
-        """Processor inputs for (painting A, painting B) pairs: token ids with image
-        placeholders expanded, and pixel values for both images of every pair."""
-        prompt = self.prompt_text(subject)
-        images = [_rgb_image(png) for pair in pairs for png in pair]
-        return self.processor(text=[prompt] * len(pairs), images=images, padding=True, return_tensors="pt")
-
-    def _eos_ids(self) -> set[int]:
-        eos = getattr(self.model.generation_config, "eos_token_id", None)
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
-        if self.tokenizer.pad_token_id is not None:
-            ids.add(self.tokenizer.pad_token_id)
-        return ids
-
-    def _generate(self, pairs: list[tuple[bytes, bytes]], subject: str | None) -> list[tuple[str, list[LogprobStep]]]:
-        import torch
-
-        inputs = self.prepare_inputs(pairs, subject).to(self.model.device)
-        prompt_length = inputs["input_ids"].shape[1]
-        with self._generate_lock, torch.inference_mode():
-            output = self.model.generate(
-                **inputs,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                return_dict_in_generate=True,
-                output_scores=self.probability_mode,
-                pad_token_id=self.tokenizer.pad_token_id,
-                **self.generation_kwargs,
-            )
-        generated = output.sequences[:, prompt_length:]
-        texts = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
-        if not self.probability_mode:
-            return [(text, []) for text in texts]
-
-        stop_ids = self._eos_ids()
-        results = []
-        for row, text in enumerate(texts):
-            steps: list[LogprobStep] = []
-            for position, step_scores in enumerate(output.scores):
-                token_id = int(generated[row, position])
-                if token_id in stop_ids:
-                    break
-                logprobs = torch.log_softmax(step_scores[row].float(), dim=-1)
-                top_values, top_ids = torch.topk(logprobs, k=min(self.top_logprobs, logprobs.shape[-1]))
-                steps.append(
-                    LogprobStep(
-                        token=self.tokenizer.decode([token_id]),
-                        logprob=float(logprobs[token_id]),
-                        top=tuple(
-                            (self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(top_values, top_ids)
-                        ),
-                    )
-                )
-            results.append((text, steps))
-        return results
-
-    def _answer_all(self, queries: list[_Query], subject: str | None) -> list[OrderVerdict | None]:
-        answers: list[OrderVerdict | None] = []
-        for start in range(0, len(queries), self.batch_size):
-            batch = queries[start : start + self.batch_size]
-            for text, steps in self._generate([(q.first_png, q.second_png) for q in batch], subject):
-                verdict = parse_verdict(text)
-                if verdict is None:
-                    logger.info("local judge verdict unreadable: %.200r", text)
-                    answers.append(None)
-                    continue
-                probability = _probability_consistent_with(steps, verdict) if self.probability_mode else None
-                answers.append(OrderVerdict(verdict, probability))
-        return answers
-
-    async def _ask_all(self, queries: list[_Query], subject: str | None) -> list[OrderVerdict | None]:
-        if not queries:
-            return []
-        # Off the private loop so a long generation never blocks other callers' bookkeeping.
-        return await asyncio.to_thread(self._answer_all, queries, subject)

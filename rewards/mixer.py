@@ -16,10 +16,11 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import yaml
 
+from env.files import PROJECT_ROOT
 from rewards.components import LengthRamp, gate_score
 
 COMPONENTS = ("gate", "length", "judge", "hpsv3", "style")
-PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "rewards"
+PRESET_DIR = PROJECT_ROOT / "configs" / "rewards"
 
 
 @dataclass(frozen=True)
@@ -201,3 +202,37 @@ def style_image_scorer(style_scorer) -> ImageScorer:
         return await asyncio.to_thread(lambda: [style_scorer.score(png) for png in pngs])
 
     return score
+
+
+def build_scorer(preset: str | Path, pool, *, judge_url: str | None = None, judge_model: str | None = None,
+                 hps_url: str | None = None) -> RewardScorer:
+    """The scorer for a preset (a name in configs/rewards or a YAML path) over ``pool``.
+
+    Only the components the mix uses are built: the style statistics of the pool's love tier,
+    an HPSv3 client for ``hps_url``, an HTTP judge (``judge_url``/``judge_model`` override
+    ``JudgeConfig``'s defaults). Used by `watercolour score`, the trainer and `replay --rescore`.
+    """
+    mix = load_preset(preset)
+    style = hps = judge = None
+    if mix.uses("style"):
+        from rewards.style import StyleScorer
+
+        style = style_image_scorer(StyleScorer.from_pool_dir(pool.root))
+    if mix.uses("hpsv3"):
+        if not hps_url:
+            raise SystemExit(f"watercolour score: preset {mix.name!r} needs HPSv3: pass --hps-url "
+                             "(an HPSv3 scorer server, e.g. `watercolour hps-serve` on a GPU machine)")
+        from rewards.hps_client import HPSv3Client
+
+        client = HPSv3Client(hps_url)
+
+        async def hps(pngs, subjects):
+            return await client.score(pngs, subjects)
+
+    if mix.uses("judge"):
+        from rewards.judge import HttpJudge, JudgeConfig
+
+        config = JudgeConfig()
+        overrides = {k: v for k, v in (("base_url", judge_url), ("model", judge_model)) if v}
+        judge = HttpJudge(JudgeConfig(**{**config.__dict__, **overrides}))
+    return RewardScorer(mix, judge=judge, pool=pool, hps=hps, style=style)

@@ -18,16 +18,16 @@ from __future__ import annotations
 import csv
 import fcntl
 import json
-import os
 import random
-import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from env.files import PROJECT_ROOT, write_atomically
+
 # The pool the project ships (rendered from its own examples; `watercolour pool build-starter`).
-STARTER_POOL_DIR = Path(__file__).resolve().parent.parent / "pools" / "starter"
+STARTER_POOL_DIR = PROJECT_ROOT / "pools" / "starter"
 
 # Rated tiers. `candidate` marks a painting staged by `watercolour pool build` and not yet
 # rated in `pool serve`; the judge and the style reward never use candidates.
@@ -198,19 +198,6 @@ def locked_pool(root: str | Path):
             pool.save()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # --- import from a Hub dataset in imagefolder layout --------------------------------------

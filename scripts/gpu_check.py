@@ -42,8 +42,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# Run as a script, so the checkout has to be put on the path before the project is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from env.files import PROJECT_ROOT as ROOT  # noqa: E402
 
 ANCHOR_STEP_S = 1100.0  # the public single-turn run: ~1,100 s per step of 8 rollouts
 ANCHOR_STEPS = 110

@@ -34,7 +34,6 @@ from rewards.hpsv3 import (  # noqa: E402
     HPSv3Config,
     HPSv3RewardModel,
     HPSv3Scorer,
-    build_tiny_hpsv3,
     flatten_rgba_on_white,
     load_hpsv3_model,
     remap_legacy_state_dict,
@@ -42,6 +41,8 @@ from rewards.hpsv3 import (  # noqa: E402
     to_legacy_state_dict,
 )
 from rewards.http_retry import FatalScorerError, RetryPolicy  # noqa: E402
+
+from tiny_hpsv3 import build_tiny_hpsv3  # noqa: E402
 
 # sha256 of the instruction and reward line in hpsv3 1.0.0 (hpsv3/dataset/data_collator_qwen.py):
 # the prompt is model input, so any edit to the text silently changes every score.
