@@ -54,7 +54,8 @@ def cmd_pool(args) -> int:
         from rewards.judge import JudgeConfig
         from curation.tools import format_consistency, judge_consistency
 
-        overrides = {"base_url": args.judge_url, **({"model": args.judge_model} if args.judge_model else {})}
+        overrides = {"base_url": args.judge_url, "probability_mode": args.judge_probability,
+                     **({"model": args.judge_model} if args.judge_model else {})}
         try:
             report = judge_consistency(ReferencePool.load(args.pool), JudgeConfig(**overrides),
                                        samples=args.samples, seed=args.seed)
@@ -95,6 +96,8 @@ def add_parsers(sub) -> None:
     check.add_argument("pool")
     check.add_argument("--judge-url", required=True, help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
     check.add_argument("--judge-model", default=None)
+    check.add_argument("--judge-probability", action="store_true",
+                       help="check the judge's soft P(A) (verdict-token log-probabilities) instead of its verdicts")
     check.add_argument("--samples", type=int, default=8, help="rated paintings used as candidates")
     check.add_argument("--seed", type=int, default=0)
     check.add_argument("--json", action="store_true")

@@ -88,6 +88,9 @@ class TrainConfig:
     """OpenAI-compatible base URL of the pairwise judge (presets with a judge need it)."""
     judge_model: str | None = None
     """Model name sent to the judge server."""
+    judge_probability: bool = False
+    """Judge: a soft P(A) from the verdict token's log-probabilities instead of the hard verdict
+    (the server must return logprobs; without them it falls back to the verdict)."""
     hps_url: str | None = None
     """URL of a `watercolour hps-serve` HPSv3 scorer (presets with hpsv3 need it)."""
 

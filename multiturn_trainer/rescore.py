@@ -32,7 +32,8 @@ def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None,
     return build_scorer(preset, ReferencePool.load(pool or config.get("pool") or "pools/starter"),
                         judge_url=judge_url or config.get("judge_url"),
                         judge_model=judge_model or config.get("judge_model"),
-                        hps_url=hps_url or config.get("hps_url"))
+                        hps_url=hps_url or config.get("hps_url"),
+                        judge_probability=bool(config.get("judge_probability")))
 
 
 def rescore(store: RunStore, episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:

@@ -203,7 +203,8 @@ def build_scorer(config: TrainConfig):
     from rewards.pool import ReferencePool
 
     return build_reward_scorer(config.reward_preset, ReferencePool.load(config.pool), judge_url=config.judge_url,
-                               judge_model=config.judge_model, hps_url=config.hps_url)
+                               judge_model=config.judge_model, hps_url=config.hps_url,
+                               judge_probability=config.judge_probability)
 
 
 def load_model(config: TrainConfig):

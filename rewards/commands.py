@@ -38,7 +38,7 @@ def cmd_score(args) -> int:
         return 2
     pool = ReferencePool.load(args.pool)
     scorer = build_scorer(args.preset, pool, judge_url=args.judge_url, judge_model=args.judge_model,
-                          hps_url=args.hps_url)
+                          hps_url=args.hps_url, judge_probability=args.judge_probability)
     contract = SketchContract()
     paintings = []
     for image in images:
@@ -83,6 +83,8 @@ def add_parsers(sub) -> None:
     score.add_argument("--sources", default=None, help="folder holding STEM.js sketch sources")
     score.add_argument("--judge-url", default=None)
     score.add_argument("--judge-model", default=None)
+    score.add_argument("--judge-probability", action="store_true",
+                       help="score a soft P(A) from the judge's verdict-token log-probabilities")
     score.add_argument("--hps-url", default=None)
     score.add_argument("--seed", type=int, default=0, help="reference draw seed (one per GRPO group)")
     score.add_argument("--json", action="store_true")

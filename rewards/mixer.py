@@ -205,12 +205,14 @@ def style_image_scorer(style_scorer) -> ImageScorer:
 
 
 def build_scorer(preset: str | Path, pool, *, judge_url: str | None = None, judge_model: str | None = None,
-                 hps_url: str | None = None) -> RewardScorer:
+                 hps_url: str | None = None, judge_probability: bool = False) -> RewardScorer:
     """The scorer for a preset (a name in configs/rewards or a YAML path) over ``pool``.
 
     Only the components the mix uses are built: the style statistics of the pool's love tier,
     an HPSv3 client for ``hps_url``, an HTTP judge (``judge_url``/``judge_model`` override
-    ``JudgeConfig``'s defaults). Used by `watercolour score`, the trainer and `replay --rescore`.
+    ``JudgeConfig``'s defaults; ``judge_probability`` scores a soft P(A) from the verdict token's
+    log-probabilities instead of the hard verdict). Used by `watercolour score`, the trainer and
+    `replay --rescore`.
     """
     mix = load_preset(preset)
     style = hps = judge = None
@@ -233,6 +235,7 @@ def build_scorer(preset: str | Path, pool, *, judge_url: str | None = None, judg
         from rewards.judge import HttpJudge, JudgeConfig
 
         config = JudgeConfig()
-        overrides = {k: v for k, v in (("base_url", judge_url), ("model", judge_model)) if v}
+        overrides = {k: v for k, v in (("base_url", judge_url), ("model", judge_model),
+                                       ("probability_mode", judge_probability)) if v}
         judge = HttpJudge(JudgeConfig(**{**config.__dict__, **overrides}))
     return RewardScorer(mix, judge=judge, pool=pool, hps=hps, style=style)

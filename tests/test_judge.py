@@ -394,6 +394,30 @@ def test_probability_mode_uses_the_verdict_token_logprobs(fake_openai_server):
         assert request.body["logprobs"] is True and request.body["top_logprobs"] == 5
 
 
+def test_score_command_reaches_probability_mode(fake_openai_server, capsys, tmp_path):
+    """`score --judge-probability` (and `judge_probability` in a train config) turn it on."""
+    from PIL import Image
+
+    from watercolour.cli import main
+
+    painting = tmp_path / "painting.png"  # a painting the pool does not hold, so it is never its own reference
+    Image.open("pools/starter/love/tulips.png").convert("RGB").save(painting)
+    candidate = sha256_hex(painting.read_bytes())
+
+    def rule(request):  # as in the test above: soft 0.75 where hard verdicts would give 1.0
+        if request.image_hashes[0] == candidate:
+            return FakeReply.verdict("A", probability_a=0.8)
+        return FakeReply.verdict("B", probability_a=0.3)
+
+    fake_openai_server.rule = rule
+    assert main(["score", str(painting), "--preset", "style-judge", "--judge-url", fake_openai_server.base_url,
+                 "--judge-model", "judge-model", "--judge-probability", "--json"]) == 0
+    requests = fake_openai_server.chat_requests()
+    assert requests and all(r.body["logprobs"] is True and r.body["top_logprobs"] == 5 for r in requests)
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["components"]["judge"] == pytest.approx(0.75, abs=1e-3)
+
+
 def test_probability_mode_falls_back_to_the_hard_verdict_without_logprobs(fake_openai_server):
     fake_openai_server.rule = prefer_image(CANDIDATE)  # plain verdicts, no logprobs
     with make_judge(fake_openai_server, probability_mode=True) as judge:
