@@ -38,3 +38,10 @@ def subjects(split: str = "train") -> tuple[str, ...]:
     if split not in SPLITS:
         raise ValueError(f"unknown subject split {split!r}; choose one of {SPLITS}")
     return _load(os.environ.get("WATERCOLOUR_SUBJECTS", str(SUBJECTS_FILE)))[split]
+
+
+def resolve(spec: str) -> list[str]:
+    """A split name ("train", "eval") or subjects separated by ';' (e.g. for a quick check)."""
+    if spec in SPLITS:
+        return list(subjects(spec))
+    return [s.strip() for s in spec.split(";") if s.strip()]

@@ -39,6 +39,17 @@ class RunCallback(ProgressCallback):
         rollout = sum(v for k, v in metrics.items() if k.startswith("time/") and v is not None)
         train_seconds = max(0.0, time.perf_counter() - self._step_started - rollout)
         self.trainer._metrics["train"]["time/train"].append(train_seconds)
+        every = self.trainer.run_config.eval_steps
+        if every and (state.global_step % every == 0 or state.global_step >= state.max_steps):
+            # Before TRL logs the step, so the eval/* figures land in the same metrics.jsonl line.
+            # Every process evaluates the same held-out slots (the policy is replicated).
+            from multiturn_trainer.evaluation import evaluate_trainer_policy
+
+            started = time.perf_counter()
+            for name, value in evaluate_trainer_policy(self.trainer, state.global_step).items():
+                if value is not None:
+                    self.trainer._metrics["train"][name].append(value)
+            self.trainer._metrics["train"]["time/eval"].append(time.perf_counter() - started)
         super().on_step_end(args, state, control, **kwargs)  # advances the progress bar
 
     def on_log(self, args, state, control, logs=None, **kwargs):

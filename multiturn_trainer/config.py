@@ -152,6 +152,16 @@ class TrainConfig:
     vllm_server_base_url: str | None = None
     """Server mode: the ``trl vllm-serve`` URL (default http://localhost:8000 on the trainer's side)."""
 
+    # --- held-out evaluation during training -----------------------------------------------
+    eval_steps: int = 0
+    """Every N steps and after the last, evaluate the policy (no gradients) on the held-out
+    subjects like `watercolour eval`: K-turn refinement vs K independent samples; ``eval/*``
+    metrics in metrics.jsonl and trackio, reports in RUN_DIR/eval/step-N/. 0 = off."""
+    eval_episodes: int = 2
+    """Episode slots per held-out subject in each evaluation."""
+    eval_subjects: str = "eval"
+    """The configs/subjects.yaml split evaluated ("eval" = held out), or subjects separated by ';'."""
+
     # --- run directory -------------------------------------------------------------------
     output_dir: str = "out/runs/run"
     """The run directory (config.yaml, episodes.jsonl, renders/, metrics.jsonl, trackio/, checkpoints/); alias --out."""
@@ -177,6 +187,8 @@ class TrainConfig:
             raise ValueError("num_generations must be >= 2: GRPO compares episodes within a group")
         if not self.subjects:
             raise ValueError("subjects is empty")
+        if self.eval_steps < 0 or self.eval_episodes < 1:
+            raise ValueError("eval_steps must be >= 0 and eval_episodes >= 1")
         if self.steps < 1 or self.prompts_per_step < 1:
             raise ValueError("steps and prompts_per_step must be >= 1")
         episodes = self.episodes_per_step

@@ -148,9 +148,48 @@ def summarise(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dic
             "infrastructure_failures": sum(1 for r in results["independent"]["records"] if r.get("policy_error")),
         },
         "win_rate_final_over_first": stats.win_rate(final, first),
+        "final_minus_first": stats.paired_difference(final, first),
         "final_minus_best_of_k": stats.paired_difference(final, best),
         "final_minus_mean_of_k": stats.paired_difference(final, mean_of_k),
     }
+
+
+def headline(report: dict[str, Any]) -> dict[str, float | None]:
+    """The numbers a training curve tracks, as ``eval/*`` metrics."""
+    refine = report["refine"]["reward_by_turn"]
+    return {
+        "eval/reward_turn_1": refine[0]["estimate"],
+        "eval/reward_final": refine[-1]["estimate"],
+        "eval/final_minus_first": report["final_minus_first"]["estimate"],
+        "eval/final_minus_best_of_k": report["final_minus_best_of_k"]["estimate"],
+        "eval/final_minus_mean_of_k": report["final_minus_mean_of_k"]["estimate"],
+        "eval/win_rate_final_over_first": report["win_rate_final_over_first"]["estimate"],
+    }
+
+
+def evaluate_trainer_policy(trainer, step: int) -> dict[str, float | None]:
+    """``eval_steps``: the policy being trained, without gradients, on the held-out subjects.
+
+    The same two arms as `watercolour eval`, through the trainer's own environments and
+    scorer; written to ``RUN_DIR/eval/step-N/`` (eval.json, plot, gallery)."""
+    import torch
+
+    from agent.subjects import resolve
+    from multiturn_trainer.policies import local_policy
+
+    config = trainer.run_config
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    was_training = model.training
+    policy = local_policy(config, None, model=model, processor=trainer.processing_class)
+    try:
+        with torch.no_grad():
+            report = run_eval(dataclasses.replace(config, report_to="none"), policy,
+                              resolve(config.eval_subjects), config.eval_episodes,
+                              trainer.store.root / "eval" / f"step-{step}", environments=trainer.painting_envs,
+                              scorer=trainer.scorer, label=f"step {step}", progress=False)
+    finally:
+        model.train(was_training)
+    return headline(report)
 
 
 def _fmt(summary: dict, sign: str = "") -> str:
@@ -278,7 +317,7 @@ def _base_config(args) -> TrainConfig:
 
 
 def cmd_eval(args) -> int:
-    from agent.subjects import subjects as subject_split
+    from agent.subjects import resolve
 
     if args.endpoint and not args.endpoint_model:
         raise SystemExit("watercolour eval: --endpoint needs --endpoint-model")
@@ -296,8 +335,7 @@ def cmd_eval(args) -> int:
         if value is not None:
             overrides[key] = value
     config = dataclasses.replace(config, **overrides)
-    chosen = list(subject_split(args.subjects)) if args.subjects in ("eval", "train") else \
-        [s.strip() for s in args.subjects.split(";") if s.strip()]
+    chosen = resolve(args.subjects)
     if not chosen:
         raise SystemExit("watercolour eval: no subjects")
     if args.policy:

@@ -363,5 +363,8 @@ def log_line(step: int, total: int, metrics: dict[str, Any]) -> str:
             f"  dropped {f('episode/dropped', '{:.0f}')}"
             f"{'  failures ' + failures if failures else ''}  loss {f('loss', '{:.4f}')}"
             f"  time gen {f('time/generate', '{:.0f}s')} render {f('time/render', '{:.0f}s')}"
-            f" score {f('time/score', '{:.0f}s')} train {f('time/train', '{:.0f}s')}")
+            f" score {f('time/score', '{:.0f}s')} train {f('time/train', '{:.0f}s')}"
+            + (f"  eval final-turn1 {f('eval/final_minus_first', '{:+.3f}')}"
+               f" final-best_of_k {f('eval/final_minus_best_of_k', '{:+.3f}')} ({f('time/eval', '{:.0f}s')})"
+               if "eval/reward_turn_1" in metrics else ""))
 

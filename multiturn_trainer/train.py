@@ -365,8 +365,51 @@ def demo_line(summary: TrainSummary) -> str:
             f"gallery={summary.gallery}")
 
 
+def demo_eval(config: TrainConfig, summary: TrainSummary) -> dict[str, dict[str, Any]]:
+    """The trained policy and its warm start on the held-out subjects, the same slots for both
+    (`watercolour eval`'s two arms), each report in RUN_DIR/eval/<name>/."""
+    import dataclasses
+
+    from agent.subjects import resolve
+    from multiturn_trainer.environments import make_environments
+    from multiturn_trainer.evaluation import run_eval, table
+    from multiturn_trainer.policies import local_policy
+
+    eval_config = dataclasses.replace(config, report_to="none")
+    held_out = resolve(config.eval_subjects)
+    environments, scorer = make_environments(eval_config), build_scorer(eval_config)
+    reports = {}
+    try:
+        for name, checkpoint in (("warm_start", Path(config.model)), ("trained", summary.adapter)):
+            policy = local_policy(eval_config, checkpoint)
+            reports[name] = run_eval(eval_config, policy, held_out, config.eval_episodes,
+                                     summary.run_dir / "eval" / name, environments=environments, scorer=scorer,
+                                     label=name)
+            print(table(reports[name]), flush=True)
+    finally:
+        environments.close()
+    return reports
+
+
+def eval_fields(reports: dict[str, dict[str, Any]]) -> str:
+    """The eval's headline numbers for the demo line: estimate(low..high), 95 % bootstrap."""
+
+    def interval(summary: dict) -> str:
+        if summary["estimate"] is None:
+            return "nan"
+        return f"{summary['estimate']:+.3f}({summary['low']:+.3f}..{summary['high']:+.3f})"
+
+    fields = []
+    for name, report in reports.items():
+        prefix = "eval" if name == "trained" else f"eval_{name}"
+        fields += [f"{prefix}_turn_gain={interval(report['final_minus_first'])}",
+                   f"{prefix}_final_minus_best_of_k={interval(report['final_minus_best_of_k'])}"]
+    return " ".join(fields)
+
+
 def cmd_demo(args) -> int:
-    """A fresh demo run every time (the warm-started tiny model is cached between runs)."""
+    """A fresh demo run every time (the warm-started tiny model is cached between runs), then
+    the trained policy against its warm start on the held-out subjects."""
     import shutil
 
     from multiturn_trainer.config import parse_config
@@ -376,5 +419,6 @@ def cmd_demo(args) -> int:
     if Path(config.output_dir).exists():
         shutil.rmtree(config.output_dir)
     summary = train(config)
-    print(demo_line(summary), flush=True)
+    reports = demo_eval(config, summary)
+    print(f"{demo_line(summary)} {eval_fields(reports)}", flush=True)
     return 0

@@ -215,3 +215,32 @@ def test_eval_command_writes_json_plot_and_gallery_for_the_tiny_policy(dense_pol
     assert seeds["refine"] == seeds["independent"]
     with pytest.raises(SystemExit, match="already holds"):
         main(["eval", "--policy", str(dense_policy), "--config", str(config_path), "--out", str(out)])
+
+
+def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_warm_start(
+        dense_policy, environments, tmp_path):
+    """``eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
+    a report per evaluation; then the demo's comparison of the trained adapter and its base."""
+    from multiturn_trainer.store import RunStore
+    from multiturn_trainer.train import demo_eval, eval_fields, train
+
+    held_out = "a green pear on a plate"
+    config = tiny_config(dense_policy, tmp_path / "run", steps=2, eval_steps=1, eval_episodes=1,
+                         eval_subjects=held_out, save_steps=10)
+    summary = train(config, environments=environments)
+    metrics = RunStore(summary.run_dir, "run").read_metrics()
+    assert [m["step"] for m in metrics] == [1, 2]
+    for record in metrics:
+        assert record["eval/reward_turn_1"] is not None and record["time/eval"] > 0
+        for key in ("eval/final_minus_first", "eval/final_minus_best_of_k", "eval/win_rate_final_over_first"):
+            assert key in record
+    for step in (1, 2):
+        report = json.loads((summary.run_dir / "eval" / f"step-{step}" / "eval.json").read_text())
+        assert report["subjects"] == [held_out] and report["refine"]["episodes"] == 1
+        assert report["independent"]["episodes"] == config.turns  # K independent samples per slot
+
+    reports = demo_eval(config, summary)
+    assert set(reports) == {"warm_start", "trained"}
+    assert all((summary.run_dir / "eval" / name / "eval.png").is_file() for name in reports)
+    fields = eval_fields(reports)
+    assert "eval_turn_gain=" in fields and "eval_warm_start_final_minus_best_of_k=" in fields
