@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 
-.PHONY: setup test demo bench chromium clean
+.PHONY: setup test test-fast demo bench chromium clean
 
 setup: $(PY_STAMP) $(NPM_STAMP) chromium
 
@@ -26,6 +26,10 @@ chromium: $(PY_STAMP)
 
 test: setup
 	$(PY) -m pytest -q
+
+# The developers' lane: everything but the tests marked slow (tests/conftest.py says which).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 demo: setup
 	$(PY) -m watercolour.cli demo

@@ -1,51 +1,45 @@
-"""Shared fixtures: one real renderer pool per test session (browsers are slow to start)."""
+"""Shared fixtures: one real renderer pool per test session (browsers are slow to start), the
+warm-started tiny policies, and the fast lane's marks. Helpers the tests import live in helpers.py."""
 
 from __future__ import annotations
 
-import random
-import socket
-import threading
-import time
-from contextlib import contextmanager
-from pathlib import Path
-
 import pytest
-import uvicorn
 
-from agent.messages import first_turn_messages
 from env.core import SketchEvaluator
-from env.renderer import RendererPool, SyncRenderer
-from multiturn_trainer.config import TrainConfig
+from env.renderer import SyncRenderer
+from helpers import LoopbackListener, warm_start
 from multiturn_trainer.environments import InProcessEnvironments
-from multiturn_trainer.sft import run_sft
-from multiturn_trainer.tiny_model import build_tiny_model
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-# A small valid sketch: two circles render in about a second, unlike realistic paintings.
-SMALL_SKETCH = """async function setup() {
-  createCanvas(200, 200, WEBGL);
-  brush.scaleBrushes(1);
-  angleMode(DEGREES);
-  noLoop();
+# The fast lane (`make test-fast`, `pytest -m "not slow"`) leaves out every test that needs a
+# warm-started tiny policy (a minute of SFT per session, then real training steps) and the
+# tests measured at over 5 s on the 2-core machine; `make test` and CI run everything.
+SLOW_FIXTURES = {"dense_policy", "moe_policy"}
+# Measured over 5 s each (`pytest --durations=0`, 2 cores), without those fixtures.
+SLOW_TESTS = {
+    "test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes",  # 35 s
+    "test_trainer_killed_with_sigkill_mid_step_resumes_without_losing_or_repeating_episodes",  # 23 s
+    "test_load_from_client_processes_completes_every_session_and_counts_refusals",  # 22 s
+    "test_no_request_leaves_the_page",  # 18 s
+    "test_bench_serve_command_starts_its_own_server",  # 12 s
+    "test_two_processes_run_their_own_groups_without_clashing",  # 11 s
+    "test_first_cli_run_announces_the_tiny_model_and_keeps_trackio_in_the_run_directory",  # 10 s
+    "test_train_command_line_runs_the_smoke_preset",  # 10 s
+    "test_every_cause_a_sketch_can_produce_is_a_sketch_failure",  # 8 s for the bombs and the timeout
+    "test_runtime_hostile_fixtures",  # 8 s for the infinite loop
+    "test_score_finds_the_sketches_render_wrote_beside_its_paintings",  # 7 s
+    "test_default_backend_accumulates_fill_masks_in_float16",  # 7 s
+    "test_browser_killed_mid_render_is_an_infrastructure_error_and_is_replaced",  # 6 s
+    "test_any_mix_of_hostile_statements_fails_with_a_reason",  # 6 s
+    "test_three_concurrent_sessions_keep_independent_episodes",  # 5 s
+    "test_runaway_loop_is_killed_and_pool_keeps_serving",  # 5 s
+    "test_build_from_an_openai_compatible_endpoint",  # 5 s
 }
-function draw() {
-  translate(-width / 2, -height / 2);
-  background('#f8f1e4');
-  brush.noStroke();
-  brush.fill('#d6362b', 160);
-  brush.fillBleed(0.2, 'out');
-  brush.circle(70 + random(-20, 20), 90, 40);
-  brush.fill('#2b6cb0', 140);
-  brush.circle(130, 120, 35);
-}
-"""
 
 
-def small_sketch_with(draw_body: str) -> str:
-    """SMALL_SKETCH with extra statements at the end of draw()."""
-    return SMALL_SKETCH.rstrip().rstrip("}") + draw_body + "\n}\n"
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or getattr(item, "originalname", "") in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -60,93 +54,11 @@ def evaluator():
         yield shared
 
 
-class LoopbackListener:
-    """A TCP listener on 127.0.0.1 that records every connection it receives."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections: list[bytes] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(0.5)
-                try:
-                    self.connections.append(conn.recv(4096))
-                except OSError:
-                    self.connections.append(b"")
-
-    def close(self):
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-
 @pytest.fixture
 def loopback_listener():
     listener = LoopbackListener()
     yield listener
     listener.close()
-
-
-__all__ = ["running_server", "RendererPool", "SMALL_SKETCH", "small_sketch_with", "ROOT", "FIXTURES"]
-
-
-@contextmanager
-def running_server(app, port: int = 0):
-    """uvicorn on 127.0.0.1 (a free port unless given), in a thread of this process."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-# --- the tiny trainer (test_trainer, test_replay) ----------------------------------------------
-# The tiny models paint only after a warm start: each session-scoped policy is the tiny model
-# fine-tuned (run_sft, the product's SFT) on a handful of small sketches, so its sampled
-# sketches render and turn >= 2 prompts carry real paintings.
-
-SUBJECTS = ["a red apple", "a blue pond"]
-
-
-def sketch_variant(rng: random.Random) -> str:
-    colours = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e"]
-    first, second = rng.sample(colours, 2)
-    return (SMALL_SKETCH.replace("#d6362b", first).replace("#2b6cb0", second)
-            .replace("130, 120, 35", f"{rng.randrange(100, 160)}, {rng.randrange(90, 150)}, {rng.randrange(25, 45)}"))
-
-
-def warm_start(tmp_path_factory, kind: str) -> Path:
-    base = build_tiny_model(tmp_path_factory.mktemp(f"tiny-{kind}"), kind=kind, seed=0)
-    rng = random.Random(kind)
-    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
-                for s in SUBJECTS for _ in range(4)]
-    out = tmp_path_factory.mktemp(f"policy-{kind}")
-    result = run_sft(str(base), out, examples, epochs=30, learning_rate=5e-3, batch_size=4, quiet=True)
-    assert result.last_loss < result.first_loss / 3
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -160,20 +72,7 @@ def moe_policy(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def environments():
-    # The default backend (llvmpipe-f16) is byte-deterministic, so replay --verify holds to it.
-    with SketchEvaluator(size=2, deadline_s=60) as evaluator:
-        yield InProcessEnvironments(evaluator=evaluator, deadline_s=60)
-
-
-def tiny_config(model: Path, out: Path, **overrides) -> TrainConfig:
-    values = dict(model=str(model), turns=2, num_generations=2, prompts_per_step=1, max_completion_length=320,
-                  steps=1, subjects=SUBJECTS, learning_rate=5e-4, warmup_steps=0, save_steps=1,
-                  output_dir=str(out), report_to="none", seed=3, render_backend="llvmpipe-f16",
-                  # The test policy is over-fitted on a few small sketches: sampled at 0.5 its
-                  # sketches render (at 1.0 the 0.5M-parameter model still garbles them).
-                  temperature=0.5)
-    values.update(overrides)
-    return TrainConfig(**values)
-
-
+def environments(evaluator):
+    # The session's one evaluator (the default backend, llvmpipe-f16, is byte-deterministic, so
+    # replay --verify holds to it); the trainer does not close an evaluator it was handed.
+    return InProcessEnvironments(evaluator=evaluator, deadline_s=60)

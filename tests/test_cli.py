@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, SMALL_SKETCH
+from helpers import ROOT, SMALL_SKETCH
 
 RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
 

@@ -27,7 +27,7 @@ from env.feedback import MAX_DETAIL_LINES, MAX_FEEDBACK_CHARS, MAX_LINE_CHARS, f
 from env.models import MAX_RESPONSE_CHARS, WatercolourAction, WatercolourObservation
 from env.server import create_app
 
-from conftest import ROOT, SMALL_SKETCH, running_server
+from helpers import ROOT, SMALL_SKETCH, running_server
 
 SMALL_REPLY = "Two poppies.\n```js\n" + SMALL_SKETCH + "```\n"
 HOSTILE_REPLY = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SMALL_SKETCH, tiny_config
+from helpers import SMALL_SKETCH, tiny_config
 from multiturn_trainer.train import train
 
 BROKEN = "```js\nfunction setup( {\n```"  # a syntax error: no render, no painting

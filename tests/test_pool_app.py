@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from conftest import ROOT, SMALL_SKETCH, running_server, small_sketch_with
+from helpers import ROOT, SMALL_SKETCH, running_server, small_sketch_with
 from fake_openai_server import FakeOpenAIServer, FakeReply
 from rewards.pool import CANDIDATE, ReferencePool
 from curation.app import create_pool_app

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SMALL_SKETCH, small_sketch_with
+from helpers import FIXTURES, ROOT, SMALL_SKETCH, small_sketch_with
 from env.pigment import load_rgb, paint_fraction
 from env.renderer import SyncRenderer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, tiny_config
+from helpers import ROOT, tiny_config
 from fake_openai_server import FakeOpenAIServer, prefer_image
 from multiturn_trainer.continuation import continue_run
 from multiturn_trainer.export import export_dataset

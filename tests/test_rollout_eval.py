@@ -21,7 +21,7 @@ from PIL import Image
 from agent.messages import first_turn_messages, painting_image
 from agent.policies import EndpointPolicy, LocalModelPolicy, openai_messages
 from agent.subjects import subjects as subject_split
-from conftest import SMALL_SKETCH, tiny_config
+from helpers import SMALL_SKETCH, tiny_config
 from fake_openai_server import FakeOpenAIServer, FakeReply
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.rollout import EpisodeRunner

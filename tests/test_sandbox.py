@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from conftest import FIXTURES, SMALL_SKETCH, small_sketch_with
+from helpers import FIXTURES, SMALL_SKETCH, small_sketch_with
 from env.contract import REASON_CODES, SketchContract
 from env.renderer import SyncRenderer, png_size
 

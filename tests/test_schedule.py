@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from safetensors.torch import load_file
 
-from conftest import tiny_config
+from helpers import tiny_config
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.store import RunStore
 from multiturn_trainer.train import train

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 import vllm_standin
-from conftest import tiny_config
+from helpers import tiny_config
 from multiturn_trainer.store import RunStore
 from multiturn_trainer.train import train
 from test_microbatch import ForcedPaintings
