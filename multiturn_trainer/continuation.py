@@ -17,7 +17,7 @@ from typing import Any
 from tqdm import tqdm
 
 from multiturn_trainer.config import load_config
-from multiturn_trainer.policies import load_checkpoint_policy, local_policy  # noqa: F401 (re-exported)
+from multiturn_trainer.policies import local_policy
 from multiturn_trainer.rollout import EpisodeRunner, episode_records
 from multiturn_trainer.store import CONFIG, RunStore, mean
 

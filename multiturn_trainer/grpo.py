@@ -7,8 +7,8 @@ How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another ve
   k is generated in one batch through ``trainer._generate_single_turn`` (plain HF generate or
   vLLM, whatever TRL is set up with), all turn-k sketches render in parallel, then each
   episode gets the next user turn (its own painting + the environment's feedback) as
-  environment tokens (``env_mask`` 0, not trained). TRL logs lengths, computes group advantages and drops ``None`` rewards
-  from the group baseline.
+  environment tokens (``env_mask`` 0, not trained). TRL logs lengths, computes group
+  advantages and drops ``None`` rewards from the group baseline.
 * TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
   adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
   pass, and recomputes old/reference log-probs with them when TRL needed those.

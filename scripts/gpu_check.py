@@ -136,18 +136,25 @@ def starter_paintings(count: int) -> list[bytes]:
     return [pngs[i % len(pngs)].read_bytes() for i in range(count)]
 
 
+def turn_one_ids(config, processor) -> list[int]:
+    """The real turn-1 prompt (system prompt + task) as token ids, as the trainer builds it."""
+    from agent.messages import first_turn_messages
+
+    messages = first_turn_messages(config.subjects[0], enable_thinking=config.enable_thinking)
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                         enable_thinking=config.enable_thinking)
+    return list(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def worst_case_episode(config, processor):
     """The longest episode the preset can produce, built with the trainer's own token code:
     real prompt, completions of the full budget (random weights never stop), real paintings."""
     import torch
 
-    from agent.messages import first_turn_messages, revision_content
+    from agent.messages import revision_content
     from multiturn_trainer.episodes import EpisodeTokens, environment_turn
 
-    messages = first_turn_messages(config.subjects[0], enable_thinking=config.enable_thinking)
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                         enable_thinking=config.enable_thinking)
-    episode = EpisodeTokens(list(processor.tokenizer(text, add_special_tokens=False)["input_ids"]))
+    episode = EpisodeTokens(turn_one_ids(config, processor))
     # Random completions of ordinary tokens only: a stray image token would not match any image.
     tokenizer = processor.tokenizer
     special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
@@ -211,13 +218,9 @@ def measure_generate(model, processor, config, generations: int, decode_tokens: 
     """HF generate of ``decode_tokens`` forced tokens for G copies of the turn-1 prompt."""
     import torch
 
-    from agent.messages import first_turn_messages
-
-    messages = first_turn_messages(config.subjects[0], enable_thinking=config.enable_thinking)
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                         enable_thinking=config.enable_thinking)
     device = next(model.parameters()).device
-    encoded = processor.tokenizer([text] * generations, return_tensors="pt").to(device)
+    ids = torch.tensor([turn_one_ids(config, processor)] * generations, device=device)
+    encoded = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     model.eval()
     with torch.no_grad(), Memory(gpu) as memory:
         out = model.generate(**encoded, max_new_tokens=decode_tokens, min_new_tokens=decode_tokens, do_sample=True,
@@ -249,8 +252,6 @@ def measure_generate_vllm(model, processor, config, generations: int, decode_tok
         return {"backend": "vllm", "skipped": "vLLM is not installed"}
     import torch
 
-    from agent.messages import first_turn_messages
-
     LLM, SamplingParams = engine
     shapes_dir = scratch / "vllm-shapes"
     model.config.save_pretrained(shapes_dir)
@@ -266,10 +267,7 @@ def measure_generate_vllm(model, processor, config, generations: int, decode_tok
     if gpu:
         free, total = torch.cuda.mem_get_info()
         figures["device_used_gib_awake"] = round((total - free) / 2**30, 1)
-    messages = first_turn_messages(config.subjects[0], enable_thinking=config.enable_thinking)
-    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                         enable_thinking=config.enable_thinking)
-    ids = list(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+    ids = turn_one_ids(config, processor)
     params = SamplingParams(n=1, max_tokens=decode_tokens, min_tokens=decode_tokens, temperature=1.0, top_k=20,
                             top_p=0.95, logprobs=0)
     with Memory(gpu) as memory:
