@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from agent.procedural import SUBJECTS
+from multiturn_trainer.procedural import SUBJECTS
 from env.files import PROJECT_ROOT
 
 

@@ -19,11 +19,14 @@ LEVEL = 0.95
 def _interval(statistic, values: list, resamples: int, level: float, seed: int) -> tuple[float, float]:
     rng = random.Random(seed)
     n = len(values)
-    draws = sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    return _percentile_interval([statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)],
+                                level)
+
+
+def _percentile_interval(draws: list[float], level: float) -> tuple[float, float]:
+    draws = sorted(draws)
     tail = (1 - level) / 2
-    low = draws[int(tail * (resamples - 1))]
-    high = draws[int(round((1 - tail) * (resamples - 1)))]
-    return low, high
+    return draws[int(tail * (len(draws) - 1))], draws[int(round((1 - tail) * (len(draws) - 1)))]
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -55,6 +58,24 @@ def paired_difference(a: Sequence[float | None], b: Sequence[float | None], resa
                       level: float = LEVEL, seed: int = 0) -> dict:
     """Mean of a_i - b_i over the slots where both are known, with its bootstrap interval."""
     return bootstrap_mean([x - y for x, y in paired(a, b)], resamples, level, seed)
+
+
+def difference_of_means(a: Sequence[float | None], b: Sequence[float | None], resamples: int = RESAMPLES,
+                        level: float = LEVEL, seed: int = 0) -> dict:
+    """mean(a) - mean(b) for two independent samples (each resampled on its own), with its interval.
+
+    For figures with no pairing, such as a training run's last third of episodes against its
+    first third. ``n`` is the smaller sample.
+    """
+    known_a = [float(v) for v in a if v is not None]
+    known_b = [float(v) for v in b if v is not None]
+    if not known_a or not known_b:
+        return summary(None, None, None, 0)
+    rng = random.Random(seed)
+    low, high = _percentile_interval([_mean([known_a[rng.randrange(len(known_a))] for _ in known_a])
+                                      - _mean([known_b[rng.randrange(len(known_b))] for _ in known_b])
+                                      for _ in range(resamples)], level)
+    return summary(_mean(known_a) - _mean(known_b), low, high, min(len(known_a), len(known_b)))
 
 
 def win_rate(a: Sequence[float | None], b: Sequence[float | None], resamples: int = RESAMPLES,

@@ -4,9 +4,10 @@ Two kinds of example:
 
 * **first turn**: the turn-1 prompt, then a fenced sketch;
 * **revision** (``revisions > 0``): the turn-1 prompt, a sketch, the environment's real reply
-  to it (the rendered painting as an image plus the feedback text), then a revised sketch
-  with one more layer. The painting is rendered by the real renderer, so the warm start
-  shows the model the same kind of turn-2 context GRPO will.
+  to it (the rendered painting as an image plus the feedback text), then a revised sketch:
+  one more layer, or the repair of a gate failure (``procedural.FLAWS``). The draft is
+  rendered by the real renderer, so the warm start shows the model the same kind of turn-2
+  context GRPO will.
 
 Token layout is built exactly as the GRPO trainer builds episodes (the chat template's turn-1
 prompt, the completion, ``episodes.environment_turn`` for the user turn), so the warm start
@@ -26,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content
-from agent.procedural import SUBJECTS, generate_sketch, sft_examples
+from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
 
 # Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
@@ -74,16 +75,34 @@ def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = N
 
 
 def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None = None) -> list[dict[str, Any]]:
-    """Two-turn examples: a 2-layer sketch, its real painting and feedback, then the 3-layer one."""
+    """Two-turn examples: a draft, its real painting and feedback, then the better sketch.
+
+    Half of them add a layer (a 2-layer draft, then the same painting with its third layer);
+    the other half repair a gate failure of the kind the tiny model makes (FLAWS: a hex
+    colour one digit short, a sketch cut off, a forbidden call, shapes of one point) by
+    sending the flawless sketch. Every draft is rendered by the real renderer, so the feedback
+    is what GRPO's episodes will show; the repairs are what makes turn 2 worth having for a
+    model this small (the 2026-12-01 demo, trained on layer additions only, gained nothing).
+    """
     from env.feedback import feedback_text
 
     rng = random.Random(f"revisions\x00{seed}")
-    plans = [(rng.choice(list(subjects or SUBJECTS)), rng.randrange(2**31)) for _ in range(n)]
+    plans = []
+    for index in range(n):
+        flaw = None if index % 2 == 0 else FLAWS[(index // 2) % len(FLAWS)]
+        plans.append((rng.choice(list(subjects or SUBJECTS)), rng.randrange(2**31), flaw))
     first, second = REVISION_SECTIONS
-    drafts = [f"```js\n{generate_sketch(subject, s, first)}```" for subject, s in plans]
-    outcomes = evaluator.evaluate_many(drafts, [s for _, s in plans])
+    drafts, completions = [], []
+    for subject, sketch_seed, flaw in plans:
+        finished = generate_sketch(subject, sketch_seed, second)
+        draft = (generate_sketch(subject, sketch_seed, first) if flaw is None
+                 else flawed_draft(finished, flaw, random.Random(f"{flaw}\x00{sketch_seed}")))
+        # A cut-off reply has no closing fence, as when generation hits the token limit.
+        drafts.append(f"```js\n{draft}" + ("" if flaw == "cut_off" else "```"))
+        completions.append(f"```js\n{finished}```")
+    outcomes = evaluator.evaluate_many(drafts, [s for _, s, _ in plans])
     examples = []
-    for (subject, sketch_seed), draft, outcome in zip(plans, drafts, outcomes):
+    for (subject, _, _), draft, completion, outcome in zip(plans, drafts, completions, outcomes):
         if outcome.infrastructure_failed:
             continue
         examples.append({
@@ -91,7 +110,8 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
             "prompt_messages": first_turn_messages(subject),
             "draft": draft,
             "environment": revision_content(outcome.png, feedback_text(outcome, 1, 1), turn=2, turns=2),
-            "completion": f"```js\n{generate_sketch(subject, sketch_seed, second)}```",
+            "completion": completion,
+            "draft_passed": outcome.passed,
         })
     return examples
 

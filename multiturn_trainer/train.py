@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.messages import first_turn_messages
 from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.evaluation_stats import difference_of_means
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
 
 VISION_MODULES = r".*\.visual\..*"
@@ -28,6 +29,8 @@ class TrainSummary:
     turn_gain: float | None
     gallery: Path | None
     adapter: Path | None
+    # Last third minus first third with its bootstrap 95 % interval: is the rise more than noise?
+    reward_rise: dict | None = None
 
 
 def has_gpu() -> bool:
@@ -303,8 +306,11 @@ def summarise(store: RunStore, adapter: Path | None = None) -> TrainSummary:
     steps = sorted({e["step"] for e in episodes})
     third = max(1, len(steps) // 3)
 
+    def rewards(chosen: set[int]) -> list[float]:
+        return [e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None]
+
     def mean_reward(chosen: set[int]) -> float | None:
-        return mean([e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None])
+        return mean(rewards(chosen))
 
     gallery = store.write_gallery(episodes) if episodes else None
     return TrainSummary(
@@ -316,6 +322,7 @@ def summarise(store: RunStore, adapter: Path | None = None) -> TrainSummary:
         turn_gain=mean(turn_gains(episodes)),
         gallery=gallery,
         adapter=adapter,
+        reward_rise=difference_of_means(rewards(set(steps[-third:])), rewards(set(steps[:third]))),
     )
 
 
@@ -391,19 +398,20 @@ def demo_eval(config: TrainConfig, summary: TrainSummary) -> dict[str, dict[str,
     return reports
 
 
+def format_interval(summary: dict | None) -> str:
+    """estimate(low..high), as the demo line prints a bootstrap 95 % interval."""
+    if summary is None or summary["estimate"] is None:
+        return "nan"
+    return f"{summary['estimate']:+.3f}({summary['low']:+.3f}..{summary['high']:+.3f})"
+
+
 def eval_fields(reports: dict[str, dict[str, Any]]) -> str:
     """The eval's headline numbers for the demo line: estimate(low..high), 95 % bootstrap."""
-
-    def interval(summary: dict) -> str:
-        if summary["estimate"] is None:
-            return "nan"
-        return f"{summary['estimate']:+.3f}({summary['low']:+.3f}..{summary['high']:+.3f})"
-
     fields = []
     for name, report in reports.items():
         prefix = "eval" if name == "trained" else f"eval_{name}"
-        fields += [f"{prefix}_turn_gain={interval(report['final_minus_first'])}",
-                   f"{prefix}_final_minus_best_of_k={interval(report['final_minus_best_of_k'])}"]
+        fields += [f"{prefix}_turn_gain={format_interval(report['final_minus_first'])}",
+                   f"{prefix}_final_minus_best_of_k={format_interval(report['final_minus_best_of_k'])}"]
     return " ".join(fields)
 
 
@@ -420,5 +428,6 @@ def cmd_demo(args) -> int:
         shutil.rmtree(config.output_dir)
     summary = train(config)
     reports = demo_eval(config, summary)
-    print(f"{demo_line(summary)} {eval_fields(reports)}", flush=True)
+    print(f"{demo_line(summary)} reward_rise={format_interval(summary.reward_rise)} {eval_fields(reports)}",
+          flush=True)
     return 0

@@ -226,10 +226,7 @@ def build_scorer(preset: str | Path, pool, *, judge_url: str | None = None, judg
                              "(an HPSv3 scorer server, e.g. `watercolour hps-serve` on a GPU machine)")
         from rewards.hps_client import HPSv3Client
 
-        client = HPSv3Client(hps_url)
-
-        async def hps(pngs, subjects):
-            return await client.score(pngs, subjects)
+        hps = HPSv3Client(hps_url).score  # async (pngs, subjects) -> scores, as RewardScorer calls it
 
     if mix.uses("judge"):
         from rewards.judge import HttpJudge, JudgeConfig

@@ -11,7 +11,7 @@ from PIL import Image
 
 from env import prompts
 from agent.messages import append_turn, first_turn_messages
-from agent.procedural import SUBJECTS, generate_sketch, sft_examples
+from multiturn_trainer.procedural import SUBJECTS, generate_sketch, sft_examples
 from env.prompts import revision_prompt, system_prompt, task_prompt
 from env.contract import DEFAULT_BRUSH_METHODS, KNOWN_BRUSH_METHODS, SketchContract
 from env.core import SketchEvaluator, SketchOutcome

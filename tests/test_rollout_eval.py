@@ -71,7 +71,7 @@ def test_win_rate_and_paired_difference_of_a_known_paired_sample():
 
 
 def test_subject_splits_are_disjoint_and_the_train_split_is_the_procedural_one():
-    from agent.procedural import SUBJECTS
+    from multiturn_trainer.procedural import SUBJECTS
     from multiturn_trainer.config import TrainConfig
 
     train, held_out = subject_split("train"), subject_split("eval")

@@ -1,0 +1,70 @@
+"""The warm start's revision examples: real drafts, real feedback, a sketch that fixes them."""
+
+import random
+
+import pytest
+
+from agent.messages import first_turn_messages, revision_content
+from env.gate import static_gate
+from multiturn_trainer.procedural import FLAWS, flawed_draft, generate_sketch
+from multiturn_trainer.sft import REVISION_SECTIONS, revision_examples, sft_labels, tokenize_example
+
+# The failures each flaw must cause (what the tiny model's own failures look like).
+EXPECTED_VIOLATIONS = {
+    "short_colour": {"render_error"},
+    "cut_off": {"syntax_error"},
+    "forbidden_call": {"text_label", "brush_method_not_allowed", "external_access"},
+    "one_point_shape": {"render_error"},
+}
+
+
+@pytest.mark.parametrize("flaw", FLAWS)
+def test_each_flaw_breaks_a_valid_sketch_in_one_place(flaw):
+    sketch = generate_sketch("red poppies in a summer meadow", 11, REVISION_SECTIONS[1])
+    assert static_gate(f"```js\n{sketch}```").passed
+    draft = flawed_draft(sketch, flaw, random.Random(0))
+    assert draft != sketch
+    assert draft == flawed_draft(sketch, flaw, random.Random(0))  # seeded, so the warm start is reproducible
+    if flaw == "short_colour":
+        assert len(draft) == len(sketch) - 1
+    if flaw == "cut_off":
+        assert sketch.startswith(draft)
+    if flaw == "forbidden_call":
+        assert len(draft.splitlines()) == len(sketch.splitlines()) + 1
+
+
+def test_unknown_flaw_is_refused():
+    with pytest.raises(ValueError, match="unknown flaw"):
+        flawed_draft(generate_sketch("tulips in a glass vase", 1, 3), "typo", random.Random(0))
+
+
+def test_revision_examples_show_real_failures_and_their_repair(evaluator):
+    examples = revision_examples(2 * len(FLAWS), seed=5, evaluator=evaluator, subjects=["tulips in a glass vase"])
+    assert len(examples) == 2 * len(FLAWS)
+    repairs = examples[1::2]
+    for example, flaw in zip(repairs, FLAWS):
+        feedback = " ".join(part["text"] for part in example["environment"] if part.get("type") == "text")
+        assert not example["draft_passed"], flaw
+        # The feedback is the renderer's verdict on this draft, naming what went wrong.
+        assert "did not pass the gate" in feedback
+        assert EXPECTED_VIOLATIONS[flaw] & set(part for part in feedback.replace(":", " ").split()), (flaw, feedback)
+        if flaw == "short_colour":
+            assert "Invalid color string" in feedback
+        assert static_gate(example["completion"]).passed
+    for example in examples[0::2]:  # the other half add a layer to a 2-layer draft
+        assert example["completion"].startswith(example["draft"][:-3].rstrip("}\n"))
+
+
+def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(dense_policy):
+    _, processor = dense_policy
+    sketch = generate_sketch("tulips in a glass vase", 2, REVISION_SECTIONS[1])
+    example = {
+        "prompt_messages": first_turn_messages("tulips in a glass vase"),
+        "draft": f"```js\n{flawed_draft(sketch, 'short_colour', random.Random(1))}```",
+        "environment": revision_content(None, "Turn 1 of 2: your sketch did not pass the gate.", turn=2, turns=2),
+        "completion": f"```js\n{sketch}```",
+    }
+    episode = tokenize_example(processor, example)
+    labels = sft_labels(episode)
+    assert sum(1 for label in labels if label != -100) == sum(episode.env_mask)
+    assert 0 < sum(episode.env_mask) < len(episode.completion_ids)
