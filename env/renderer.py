@@ -23,7 +23,6 @@ import os
 import secrets
 import signal
 import shutil
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from env.contract import (
 )
 from env.pigment import paint_fraction_of_png
 from env.files import PROJECT_ROOT
+from env.portal import Portal
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 SANDBOX_ORIGIN = "http://sketch.sandbox"
@@ -713,41 +713,29 @@ class SyncRenderer:
     """Blocking wrapper: runs a RendererPool on a private event loop thread."""
 
     def __init__(self, **pool_kwargs):
-        self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="watercolour-renderer", daemon=True)
-        self._thread.start()
+        # The browsers are launched, used and closed on this one loop (Playwright objects
+        # belong to the loop that created them).
+        self._portal = Portal("the renderer")
         try:
             self.pool = RendererPool(**pool_kwargs)
-            self._call(self.pool.start())
+            self._portal.call(self.pool.start())
         except BaseException:
-            self._stop_loop()
+            self._portal.close()
             raise
 
     def submit(self, coroutine) -> "concurrent.futures.Future":
-        if self._closed:
-            coroutine.close()
-            raise RuntimeError("the renderer is closed")
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-
-    def _call(self, coroutine):
-        return self.submit(coroutine).result()
+        return self._portal.submit(coroutine)
 
     def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
-        return self._call(self.pool.render(code, seed, deadline_s))
+        return self._portal.call(self.pool.render(code, seed, deadline_s))
 
     def close(self):
-        if self._closed:
+        if self._portal.closed:
             return
         try:
-            self._call(self.pool.close())
+            self._portal.call(self.pool.close())
         finally:
-            self._stop_loop()
-
-    def _stop_loop(self):
-        self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+            self._portal.close()
 
     def __enter__(self):
         return self

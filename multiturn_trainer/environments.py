@@ -9,13 +9,13 @@ gating or rendering: the in-process one calls env.core, the remote one the OpenE
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from env.contract import SketchContract
 from env.core import SketchEvaluator, SketchOutcome
 from env.feedback import feedback_text
+from env.portal import Portal
 
 
 @dataclass
@@ -100,24 +100,20 @@ class RemoteEnvironments:
         self.token = token
         self.reconnect_attempts = reconnect_attempts
         self.reconnect_delay_s = reconnect_delay_s
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="remote-envs", daemon=True)
-        self._thread.start()
+        # The WebSocket sessions are opened, used and closed on this one loop.
+        self._portal = Portal(type(self).__name__)
         self._clients: list[Any] = []
         self._broken: list[str | None] = []
         self._episodes: list[dict[str, Any]] = []  # subject, seed, replies so far, url
         self._turns = 1
         self.reconnects = 0  # sessions re-opened after a failure (for logs and tests)
 
-    def _run(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
     def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None:
-        self._run(self._close_clients())
+        self._portal.call(self._close_clients())
         self._turns = turns
         self._episodes = [{"subject": s, "seed": seed, "replies": [], "url": self.urls[i % len(self.urls)]}
                           for i, (s, seed) in enumerate(zip(subjects, seeds))]
-        self._clients, self._broken = self._run(self._open_all())
+        self._clients, self._broken = self._portal.call(self._open_all())
 
     def _client(self, url: str):
         from env.client import DEFAULT_MESSAGE_TIMEOUT_S, WatercolourEnv
@@ -171,7 +167,7 @@ class RemoteEnvironments:
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
         if len(replies) != len(self._clients):
             raise ValueError(f"{len(replies)} replies for {len(self._clients)} episodes")
-        return self._run(self._step_all(replies, turn))
+        return self._portal.call(self._step_all(replies, turn))
 
     async def _step_all(self, replies: list[str], turn: int) -> list[TurnObservation]:
         from env.client import infrastructure_failed, png_bytes
@@ -215,12 +211,12 @@ class RemoteEnvironments:
         self._clients = []
 
     def close(self) -> None:
-        if self._loop.is_closed():
+        if self._portal.closed:
             return
-        self._run(self._close_clients())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
+        try:
+            self._portal.call(self._close_clients())
+        finally:
+            self._portal.close()
 
 
 async def _close_quietly(client) -> None:

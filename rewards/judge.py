@@ -29,12 +29,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future as ConcurrentFuture
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol
 
 import httpx
 
+from env.portal import Portal
 from rewards.http_retry import FatalScorerError, RetryPolicy, request_with_retries
 
 logger = logging.getLogger(__name__)
@@ -416,43 +416,6 @@ class _Query:
     second_png: bytes
 
 
-class _LoopThread:
-    """A private event loop on a daemon thread, so work from any caller shares one loop."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def running(self) -> bool:
-        return self._loop is not None
-
-    def submit(self, coroutine: Awaitable) -> ConcurrentFuture:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coroutine, loop)
-
-    def on_this_thread(self) -> bool:
-        return self._thread is not None and threading.current_thread() is self._thread
-
-    def stop(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
-
-
 class _PairwiseJudge(ABC):
     """Scoring, caching and threading; a backend (``HttpJudge``) answers the ordered questions."""
 
@@ -460,7 +423,8 @@ class _PairwiseJudge(ABC):
         self.model_name = model_name
         self.probability_mode = probability_mode
         self.cache = cache if cache is not None else VerdictCache()
-        self._loop_thread = _LoopThread(f"{type(self).__name__}-loop")
+        # Started on first use: a judge that is built but never asked holds no thread.
+        self._portal = Portal(type(self).__name__, start=False)
         self._closed = False
 
     @abstractmethod
@@ -475,7 +439,7 @@ class _PairwiseJudge(ABC):
     ) -> JudgeResult:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
-        work = self._loop_thread.submit(self._score(candidate_png, list(references), subject))
+        work = self._portal.submit(self._score(candidate_png, list(references), subject))
         return await asyncio.wrap_future(work)
 
     def score_sync(
@@ -483,9 +447,9 @@ class _PairwiseJudge(ABC):
     ) -> JudgeResult:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
-        if self._loop_thread.on_this_thread():
+        if self._portal.on_loop_thread():
             raise RuntimeError("score_sync called from the judge's own loop; await score() instead")
-        return self._loop_thread.submit(self._score(candidate_png, list(references), subject)).result()
+        return self._portal.call(self._score(candidate_png, list(references), subject))
 
     async def _score(self, candidate_png: bytes, references: list[ReferenceLike], subject: str | None) -> JudgeResult:
         candidate_hash = _sha256(candidate_png)
@@ -547,17 +511,21 @@ class _PairwiseJudge(ABC):
         if self._closed:
             return
         self._closed = True
-        if self._loop_thread.running:
-            await asyncio.wrap_future(self._loop_thread.submit(self._release()))
-            await asyncio.to_thread(self._loop_thread.stop)
+        if self._portal.started:
+            try:
+                await asyncio.wrap_future(self._portal.submit(self._release()))
+            finally:
+                await asyncio.to_thread(self._portal.close)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._loop_thread.running:
-            self._loop_thread.submit(self._release()).result()
-            self._loop_thread.stop()
+        if self._portal.started:
+            try:
+                self._portal.call(self._release())
+            finally:
+                self._portal.close()
 
     async def __aenter__(self):
         return self
