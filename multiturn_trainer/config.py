@@ -38,8 +38,10 @@ class TrainConfig:
     """"dense" or "moe": build the tiny offline model at ``model`` first when the folder is missing."""
     tiny_warm_start_steps: int = 0
     """With tiny_model: SFT steps on compact procedural sketches before saving it (0 = untrained)."""
-    tiny_warm_start_revisions: int = 32
-    """Two-turn revision examples in that warm start (each rendered once by the real renderer)."""
+    tiny_warm_start_revisions: int = 64
+    """Two-turn revision examples in that warm start (each rendered once by the real renderer): half
+    add a layer, half repair a gate failure. With 64 the warm start's held-out eval went from turn
+    gain ~0 (32, layer additions only) to +0.10 (2026-12-01)."""
     dtype: str = "auto"
     """"auto" = the checkpoint's own dtype on CPU, bfloat16 on a GPU."""
     attn_implementation: str | None = None

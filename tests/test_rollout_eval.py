@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import random
+import re
 import socket
 from pathlib import Path
 
@@ -68,6 +69,22 @@ def test_win_rate_and_paired_difference_of_a_known_paired_sample():
     assert shifted["low"] < 0 < shifted["high"]
     with pytest.raises(ValueError):
         stats.paired([1.0], [1.0, 2.0])
+
+
+def test_difference_of_independent_means_has_the_known_spread():
+    # Means 0.6 and 0.5 of 400 draws each, sd 0.1: the difference's standard error is
+    # 0.1 * sqrt(2 / 400) = 0.0071, so a 95 % interval is about ±0.014 around 0.1.
+    rng = random.Random(11)
+    late = [rng.gauss(0.6, 0.1) for _ in range(400)]
+    early = [rng.gauss(0.5, 0.1) for _ in range(400)] + [None]
+    rise = stats.difference_of_means(late, early)
+    assert rise["estimate"] == pytest.approx(sum(late) / 400 - sum(v for v in early if v is not None) / 400)
+    assert rise["low"] < 0.1 < rise["high"] and 0.02 < rise["high"] - rise["low"] < 0.04
+    assert rise["n"] == 400
+    # Noise alone: the interval straddles 0; an empty side gives no estimate.
+    flat = stats.difference_of_means(early[:200], early[200:400])
+    assert flat["low"] < 0 < flat["high"]
+    assert stats.difference_of_means([], late)["estimate"] is None
 
 
 def test_subject_splits_are_disjoint_and_the_train_split_is_the_procedural_one():
@@ -222,7 +239,7 @@ def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_
     """``eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
     a report per evaluation; then the demo's comparison of the trained adapter and its base."""
     from multiturn_trainer.store import RunStore
-    from multiturn_trainer.train import demo_eval, eval_fields, train
+    from multiturn_trainer.train import demo_eval, eval_fields, format_interval, train
 
     held_out = "a green pear on a plate"
     config = tiny_config(dense_policy, tmp_path / "run", steps=2, eval_steps=1, eval_episodes=1,
@@ -244,3 +261,8 @@ def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_
     assert all((summary.run_dir / "eval" / name / "eval.png").is_file() for name in reports)
     fields = eval_fields(reports)
     assert "eval_turn_gain=" in fields and "eval_warm_start_final_minus_best_of_k=" in fields
+    # The run's own rise (last third minus first third) comes with its interval, as the demo prints it.
+    rise = summary.reward_rise
+    assert rise["estimate"] == pytest.approx(summary.reward_last_third - summary.reward_first_third)
+    assert rise["low"] <= rise["estimate"] <= rise["high"]
+    assert re.fullmatch(r"[+-]\d\.\d{3}\([+-]\d\.\d{3}\.\.[+-]\d\.\d{3}\)", format_interval(rise))
