@@ -38,6 +38,10 @@ COPY env ./env
 COPY multiturn_trainer ./multiturn_trainer
 COPY rewards ./rewards
 COPY watercolour ./watercolour
+# Presets, example sketches and the starter pool ship inside the package (watercolour/_data).
+COPY configs ./configs
+COPY examples ./examples
+COPY pools/starter ./pools/starter
 RUN pip install --no-cache-dir .
 
 # The installed packages live in site-packages, away from node_modules, so the renderer is

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 
-SUBJECTS_FILE = PROJECT_ROOT / "configs" / "subjects.yaml"
+SUBJECTS_FILE = DATA_ROOT / "configs" / "subjects.yaml"
 SPLITS = ("train", "eval")
 
 

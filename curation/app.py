@@ -20,13 +20,13 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 from env.security import LOOPBACK_HOSTS
 from rewards.pool import CANDIDATE, MANIFEST, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
 from curation.tools import pool_statistics
 
 PAGE = Path(__file__).resolve().parent / "static" / "pool_app.html"
-EXAMPLES = PROJECT_ROOT / "examples"
+EXAMPLES = DATA_ROOT / "examples"
 RATINGS_LOG = "ratings.jsonl"
 
 

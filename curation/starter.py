@@ -14,10 +14,10 @@ from pathlib import Path
 
 from env.core import evaluate_reply
 from env.renderer import RendererPool
-from env.files import PROJECT_ROOT, write_atomically
+from env.files import DATA_ROOT, write_atomically
 from rewards.pool import STARTER_POOL_DIR, ReferencePool
 
-STARTER_SOURCES = {"love": PROJECT_ROOT / "examples" / "sketches", "okay": PROJECT_ROOT / "examples" / "simple"}
+STARTER_SOURCES = {"love": DATA_ROOT / "examples" / "sketches", "okay": DATA_ROOT / "examples" / "simple"}
 STARTER_SEED = 1
 STARTER_README = """# Starter pool (not a curated taste)
 

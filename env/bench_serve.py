@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 
-DEFAULT_SKETCH = PROJECT_ROOT / "examples" / "simple" / "two_apples.js"
+DEFAULT_SKETCH = DATA_ROOT / "examples" / "simple" / "two_apples.js"
 
 
 async def _episode(url: str, index: int, turns: int, reply: str, token: str | None) -> dict[str, Any]:

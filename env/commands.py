@@ -13,11 +13,11 @@ import numpy as np
 from env.contact_sheet import SheetItem, contact_sheet
 from env.contract import SketchContract
 from env.core import SketchOutcome, evaluate_reply
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 from env.pigment import load_rgb
 from env.renderer import BACKENDS, DEFAULT_BACKEND, WARM_UP_SKETCH, RendererPool
 
-EXAMPLE_SKETCHES = PROJECT_ROOT / "examples" / "sketches"
+EXAMPLE_SKETCHES = DATA_ROOT / "examples" / "sketches"
 # Slack on top of the render deadline for the static gate, browser start and PNG decoding,
 # so the CLI as a whole finishes each file within deadline + this.
 DEADLINE_SLACK_S = 30.0

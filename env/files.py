@@ -1,4 +1,4 @@
-"""Files and places every layer needs: the project root and atomic writes.
+"""Files and places every layer needs: where the project's data lives, and atomic writes.
 
 This module lives in ``env/`` because ``env`` is the lowest layer: ``rewards``,
 ``agent`` and ``multiturn_trainer`` may import it, while it imports none of them. Keeping the
@@ -9,10 +9,48 @@ from __future__ import annotations
 
 import os
 import secrets
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
-# The checkout: configs/, examples/, pools/ and node_modules/ are found from here.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The folders of data the code reads: YAML presets (configs/), example sketches (examples/)
+# and the starter reference pool (pools/). A wheel ships them as watercolour/_data/<folder>
+# (pyproject.toml maps each folder there), so they are found without a checkout.
+DATA_FOLDERS = ("configs", "examples", "pools")
+
+
+def source_root() -> Path | None:
+    """The project checkout these modules run from (an editable install, or PYTHONPATH set to
+    it), or None when they run from an installed wheel (site-packages holds no pyproject.toml)."""
+    root = Path(__file__).resolve().parent.parent
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and (root / "configs").is_dir() and 'name = "watercolour"' in pyproject.read_text():
+        return root
+    return None
+
+
+@lru_cache(maxsize=None)
+def data_root() -> Path:
+    """The folder holding configs/, examples/ and pools/: the checkout's own when running from a
+    source tree (edits show at once), else the copy shipped in the package (watercolour/_data)."""
+    root = source_root()
+    if root is not None:
+        return root
+    shipped = resources.files("watercolour") / "_data"
+    if not isinstance(shipped, Path) or not (shipped / "configs").is_dir():
+        raise RuntimeError(f"watercolour's data files are missing from the installed package ({shipped}); "
+                           "reinstall it with `pip install` from the project checkout")
+    return shipped
+
+
+# configs/, examples/ and pools/ are found from here (see data_root).
+DATA_ROOT = data_root()
+
+
+def data_file(relative: str | Path) -> Path | None:
+    """``relative`` (e.g. ``configs/smoke.yaml``) inside the project's data, or None if absent."""
+    path = DATA_ROOT / relative
+    return path if path.exists() else None
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -40,19 +40,66 @@ from env.contract import (
     SketchContract,
 )
 from env.pigment import paint_fraction_of_png
-from env.files import PROJECT_ROOT
+from env.files import source_root
 from env.portal import Portal
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 SANDBOX_ORIGIN = "http://sketch.sandbox"
 
 
-def node_modules_dir() -> Path:
-    """Where the pinned p5 and p5.brush live (``make setup`` runs the npm install)."""
-    override = os.environ.get("WATERCOLOUR_NODE_MODULES")
+# The browser libraries the sandboxed page loads, at the exact versions package.json and
+# package-lock.json pin (tests/test_renderer.py holds the three to each other).
+NPM_PINS = {"p5": "2.3.4", "p5.brush": "2.2.2", "ses": "2.3.0"}
+NODE_MODULES_VARIABLE = "WATERCOLOUR_NODE_MODULES"
+
+
+def _pin_problems(modules: Path) -> list[str]:
+    """What keeps ``modules`` from serving the pinned libraries ([] when it can)."""
+    problems = []
+    for name, version in NPM_PINS.items():
+        manifest = modules / name / "package.json"
+        try:
+            found = json.loads(manifest.read_text()).get("version")
+        except (OSError, ValueError):
+            problems.append(f"no {name}")
+            continue
+        if found != version:
+            problems.append(f"{name} {found}, not {version}")
+    return problems
+
+
+def node_modules_candidates() -> list[tuple[str, Path]]:
+    """Where p5, p5.brush and ses are looked for, in order: $WATERCOLOUR_NODE_MODULES alone when
+    it is set; else the checkout's node_modules (running from a source tree), then ./node_modules
+    in the working directory (e.g. `npm ci` run in the checkout an installed package runs from)."""
+    override = os.environ.get(NODE_MODULES_VARIABLE)
     if override:
-        return Path(override)
-    return PROJECT_ROOT / "node_modules"
+        return [(f"${NODE_MODULES_VARIABLE}", Path(override))]
+    candidates = []
+    root = source_root()
+    if root is not None:
+        candidates.append(("the checkout", root / "node_modules"))
+    cwd = Path.cwd() / "node_modules"
+    if not any(cwd.resolve() == path.resolve() for _, path in candidates):
+        candidates.append(("the working directory", cwd))
+    return candidates
+
+
+def node_modules_dir() -> Path:
+    """The first node_modules holding p5, p5.brush and ses at the pinned versions (see
+    node_modules_candidates); FileNotFoundError saying how to get them when none does."""
+    tried = []
+    for label, path in node_modules_candidates():
+        problems = _pin_problems(path)
+        if not problems:
+            return path
+        tried.append(f"{label}: {path} ({', '.join(problems)})")
+    pins = ", ".join(f"{name}@{version}" for name, version in NPM_PINS.items())
+    raise FileNotFoundError(
+        f"the renderer needs the pinned browser libraries ({pins}); looked in " + "; ".join(tried)
+        + f". Run `npm ci` (or `make setup`) in the project checkout, then run from there or set "
+        f"{NODE_MODULES_VARIABLE} to that checkout's node_modules folder."
+    )
 
 
 def library_files() -> dict[str, Path]:
@@ -352,11 +399,11 @@ class RendererPool:
 
     @staticmethod
     def _library_paths() -> dict[str, Path]:
-        files = library_files()
+        files = library_files()  # node_modules_dir() says how to get the libraries when they are missing
         missing = [str(p) for p in files.values() if not p.exists()]
         if missing:
             raise FileNotFoundError(
-                "p5/p5.brush not installed (run `make setup`, which runs the pinned npm install): "
+                "the pinned browser libraries are incomplete (run `npm ci` in the project checkout): "
                 + ", ".join(missing)
             )
         return files

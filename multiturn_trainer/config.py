@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from multiturn_trainer.procedural import SUBJECTS
-from env.files import PROJECT_ROOT
+from env.files import data_file
 
 
 # Token budgets for the parts of an episode the policy does not write (measured on the Qwen3.5
@@ -240,7 +240,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     (typed values, or strings as typed on a command line) on top."""
     values: dict[str, Any] = {}
     if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        loaded = yaml.safe_load(resolve_config_path(path).read_text()) or {}
         if not isinstance(loaded, dict):
             raise ValueError(f"{path}: a config is a YAML mapping, got {type(loaded).__name__}")
         values.update(loaded)
@@ -270,7 +270,10 @@ def parse_config(argv: list[str], *, prog: str = "watercolour train",
     chosen config. Unknown YAML keys and unknown options are errors (ValueError)."""
     argv = _normalise(argv)
     if "--config" not in argv:
-        argv = ["--config", _default_config_path(default_config), *argv]
+        argv = ["--config", default_config, *argv]
+    at = argv.index("--config") + 1
+    if at < len(argv):
+        argv[at] = str(resolve_config_path(argv[at]))
     parser = config_parser(prog, default_config)
     config, *_rest, from_file, from_args = parser.parse_args_and_config(
         argv, return_remaining_strings=True, separate_remaining_strings=True)
@@ -354,10 +357,20 @@ def _reject_unknown_options(unknown: list[str]) -> None:
         raise ValueError(f"{what} (known: {', '.join(_FIELDS)})")
 
 
-def _default_config_path(default_config: str) -> str:
-    # Relative to the working directory, as a user types it; from elsewhere, the project's own.
-    path = Path(default_config)
-    return str(path if path.is_file() or path.is_absolute() else PROJECT_ROOT / path)
+def resolve_config_path(value: str | Path) -> Path:
+    """A --config value: the file as typed (relative to the working directory) when it exists;
+    else the project's preset of that name (``configs/smoke.yaml``, ``smoke.yaml`` or ``smoke``),
+    from the checkout or the installed package (env.files.data_root), so presets work from any
+    directory. Anything else comes back as typed, for the caller's file-not-found error."""
+    path = Path(value)
+    if path.is_file() or path.is_absolute():
+        return path
+    name = str(value) if str(value).endswith((".yaml", ".yml")) else f"{value}.yaml"
+    for candidate in (path, Path("configs") / name):
+        found = data_file(candidate)
+        if found is not None and found.is_file():
+            return found
+    return path
 
 
 def _typed(key: str):

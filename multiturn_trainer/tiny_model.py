@@ -30,7 +30,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 
 # torch is imported where it is used: `watercolour --help` builds this module's parser, and
 # importing torch there costs 1.5 s warm, over 10 s from a cold disk.
@@ -177,12 +177,12 @@ EMBEDDING_ROW_MULTIPLE = 64
 MODEL_KINDS = ("dense", "moe")
 
 
-def default_corpus(repo_root: Path = PROJECT_ROOT) -> list[str]:
+def default_corpus(data_root: Path = DATA_ROOT) -> list[str]:
     """The project's sketches (deduplicated, in path order) followed by prompt-like English."""
     documents: list[str] = []
     seen: set[str] = set()
     for pattern in DEFAULT_CORPUS_GLOBS:
-        for path in sorted(repo_root.glob(pattern)):
+        for path in sorted(data_root.glob(pattern)):
             text = path.read_text(encoding="utf-8")
             # A sketch in both folders counts once; counting it twice would skew merges.
             if text not in seen:

@@ -16,11 +16,11 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import yaml
 
-from env.files import PROJECT_ROOT
+from env.files import DATA_ROOT
 from rewards.components import LengthRamp, gate_score
 
 COMPONENTS = ("gate", "length", "judge", "hpsv3", "style")
-PRESET_DIR = PROJECT_ROOT / "configs" / "rewards"
+PRESET_DIR = DATA_ROOT / "configs" / "rewards"
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from env.files import PROJECT_ROOT, write_atomically
+from env.files import DATA_ROOT, write_atomically
 
 # The pool the project ships (rendered from its own examples; `watercolour pool build-starter`).
-STARTER_POOL_DIR = PROJECT_ROOT / "pools" / "starter"
+STARTER_POOL_DIR = DATA_ROOT / "pools" / "starter"
 
 # Rated tiers. `candidate` marks a painting staged by `watercolour pool build` and not yet
 # rated in `pool serve`; the judge and the style reward never use candidates.

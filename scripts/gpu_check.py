@@ -44,7 +44,7 @@ from pathlib import Path
 
 # Run as a script, so the checkout has to be put on the path before the project is importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from env.files import PROJECT_ROOT as ROOT  # noqa: E402
+from env.files import DATA_ROOT as ROOT  # noqa: E402
 
 ANCHOR_STEP_S = 1100.0  # the public single-turn run: ~1,100 s per step of 8 rollouts
 ANCHOR_STEPS = 110

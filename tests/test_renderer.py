@@ -10,7 +10,7 @@ import pytest
 
 from helpers import FIXTURES, ROOT, SMALL_SKETCH, small_sketch_with
 from env.pigment import load_rgb, paint_fraction
-from env.renderer import SyncRenderer
+from env.renderer import NPM_PINS, SyncRenderer
 
 
 def test_small_sketch_paints(renderer):
@@ -196,6 +196,8 @@ def test_library_versions_are_pinned_and_installed():
     # ses (Hardened JavaScript) confines the sketch: pinned exactly like p5, and served from
     # the same node_modules.
     assert package["dependencies"] == {"p5": "2.3.4", "p5.brush": "2.2.2", "ses": "2.3.0"}
+    # The renderer checks node_modules against its own copy of the pins (a wheel has no package.json).
+    assert package["dependencies"] == NPM_PINS
     for name, version in package["dependencies"].items():
         assert lock["packages"][f"node_modules/{name}"]["version"] == version
         installed = json.loads((ROOT / "node_modules" / name / "package.json").read_text())
