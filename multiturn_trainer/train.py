@@ -58,8 +58,8 @@ def ensure_model(config: TrainConfig) -> str:
     return config.model
 
 
-# Measured: the demo's warm start (180 SFT steps, 32 rendered revision examples) took about
-# 5 minutes on a 2-core machine (README, "The CPU demo, measured").
+# Measured: the demo's warm start (180 SFT steps, 64 rendered revision examples) took about
+# 5 minutes on a quiet 2-core machine (2026-12-01) (README, "The CPU demo, measured").
 WARM_START_MINUTES_PER_STEP_2_CORES = 5 / 180
 
 
