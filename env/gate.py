@@ -443,6 +443,29 @@ def _named_children(node: Node) -> list[Node]:
     return [child for child in node.named_children if child.type != "comment"]
 
 
+# Property names through which a write reaches every object of a kind.
+_PROTOTYPE_NAMES = frozenset({"prototype", "__proto__", "constructor"})
+# Calls that write to their first argument: (object, method) pairs.
+_MUTATING_CALLS = frozenset({
+    ("Object", "defineProperty"), ("Object", "defineProperties"), ("Object", "assign"),
+    ("Object", "setPrototypeOf"), ("Reflect", "defineProperty"), ("Reflect", "deleteProperty"),
+    ("Reflect", "setPrototypeOf"), ("Reflect", "set"),
+})
+
+
+def _member_chain(node: Node) -> tuple[Node | None, set[str]]:
+    """The innermost object of ``a.b[c].d`` (``a``) and the property names spelled on the way."""
+    names: set[str] = set()
+    node = _unparenthesize(node)
+    while node.type in ("member_expression", "subscript_expression"):
+        prop = node.child_by_field_name("property") or node.child_by_field_name("index")
+        if prop is not None:
+            text = _identifier_name(prop) if prop.type == "property_identifier" else prop.text.decode("utf-8", "replace")
+            names.add(text.strip("'\"`"))
+        node = _unparenthesize(node.child_by_field_name("object"))
+    return node, names
+
+
 def _unparenthesize(node: Node) -> Node:
     for _ in range(_MAX_FOLD_DEPTH):
         if node.type != "parenthesized_expression":
@@ -597,6 +620,8 @@ class _SketchAnalyzer:
         self.call_uses: list[tuple[Node, _Scope]] = []
         self.this_uses: list[tuple[Node, _Scope]] = []
         self.value_flows: list[tuple[Node, Node, _Scope]] = []  # (target, value, scope)
+        # Objects the sketch writes to, deletes from or redefines: (object expression, scope, what).
+        self.mutated_objects: list[tuple[Node, _Scope, str]] = []
 
         self.fold_memo: dict[int, str | list[str] | None] = {}
         self.kind_memo: dict[int, str] = {}
@@ -678,6 +703,7 @@ class _SketchAnalyzer:
             callee = node.child_by_field_name("function" if kind == "call_expression" else "constructor")
             if callee is not None:
                 self.callee_ids.add(callee.id)
+                self.note_mutating_call(node, _unparenthesize(callee), scope)
         elif kind == "variable_declaration":
             self.declare_variables(node, scope.function_scope(), scope, "var", program)
         elif kind == "lexical_declaration":
@@ -711,6 +737,13 @@ class _SketchAnalyzer:
             argument = node.child_by_field_name("argument")
             if argument is not None and argument.type == "identifier":
                 self.reassigned_names.add(_identifier_name(argument))
+            elif argument is not None and _unparenthesize(argument).type in ("member_expression", "subscript_expression"):
+                self.mutated_objects.append((_unparenthesize(argument), scope, "writes to"))
+        elif kind == "unary_expression" and node.child_by_field_name("operator") is not None \
+                and node.child_by_field_name("operator").type == "delete":
+            argument = node.child_by_field_name("argument")
+            if argument is not None and _unparenthesize(argument).type in ("member_expression", "subscript_expression"):
+                self.mutated_objects.append((_unparenthesize(argument), scope, "deletes from"))
         elif kind == "with_statement":
             self.report(node, "dynamic_code", "`with` makes every name lookup dynamic")
         elif kind == "import_statement":
@@ -880,16 +913,31 @@ class _SketchAnalyzer:
             self.reassigned_names.add(name)
             if plain:
                 self.implicitly_assigned.append((name, scope))
-        elif target.type == "member_expression":
+        elif target.type in ("member_expression", "subscript_expression"):
             prop = target.child_by_field_name("property")
             if prop is not None:
                 self.user_property_names.add(_identifier_name(prop))
+            self.mutated_objects.append((target, scope, "writes to"))
         elif target.type in ("object_pattern", "array_pattern"):
             for identifier in _pattern_identifiers(target):
                 if identifier.type == "identifier":
                     self.reassigned_names.add(_identifier_name(identifier))
                     if plain:
                         self.implicitly_assigned.append((_identifier_name(identifier), scope))
+
+    def note_mutating_call(self, call: Node, callee: Node, scope: _Scope) -> None:
+        """``Object.defineProperty(target, ...)`` and its kin write to ``target``."""
+        if callee.type != "member_expression":
+            return
+        obj, prop = callee.child_by_field_name("object"), callee.child_by_field_name("property")
+        if obj is None or prop is None or obj.type != "identifier":
+            return
+        if (_identifier_name(obj), _identifier_name(prop)) not in _MUTATING_CALLS:
+            return
+        arguments = call.child_by_field_name("arguments")
+        first = next((a for a in _named_children(arguments) if a.type != "comment"), None) if arguments else None
+        if first is not None:
+            self.mutated_objects.append((first, scope, "redefines"))
 
     def note_assignment(self, node: Node, scope: _Scope) -> None:
         left = node.child_by_field_name("left")
@@ -1162,6 +1210,60 @@ class _SketchAnalyzer:
             call_suffix = "()" if node.id in self.callee_ids else ""
             self.report(node, code, f"`{name}{call_suffix}` {_PHRASE_BY_CODE[code]}")
 
+    def judge_mutations(self) -> None:
+        """Writing to, deleting from or redefining anything the sketch did not create.
+
+        At run time lockdown() has frozen every built-in, so such a write throws; a sketch that
+        catches the error would otherwise leave no trace. Judged here from the code instead:
+        the target's chain starts at a name the sketch never declared (a JavaScript or p5
+        global, brush), at an alias of a guarded object, or goes through a prototype.
+        """
+        for node, scope, what in self.mutated_objects:
+            root, names = _member_chain(node)
+            origin = self.origin_of(root, scope)
+            if origin == "reported":
+                continue
+            if names & {"__proto__", "constructor"}:
+                built_in = "a built-in prototype (through __proto__ or constructor)"
+            elif "prototype" in names and origin != "own function":
+                built_in = "a prototype the sketch did not create"
+            elif origin == "built-in":
+                built_in = f"`{_node_text(root)}`, which the sketch did not create"
+            else:
+                continue
+            self.report(node, "dynamic_code", f"{what} {built_in}: patching built-ins is not allowed")
+
+    def origin_of(self, root: Node | None, scope: _Scope, depth: int = 0) -> str:
+        """Who made the object at the root of a written chain: "built-in" (a JavaScript or p5
+        global the sketch never declared, brush, an alias of one), "reported" (a name with its
+        own reason code), "own function" (a function or class the sketch declared) or "own"."""
+        if root is None or depth > 8:
+            return "own"
+        # The global object, the page and names like `location` have their own reason codes
+        # (external_access, dom_access, ...), reported where they are used: "reported".
+        if root.type == "this":
+            return "reported" if scope.this_kind == _THIS_IS_GLOBAL else "own"
+        if root.type != "identifier":
+            return "own function" if root.type in _FUNCTION_NODE_TYPES or root.type == "class" else "own"
+        name = _identifier_name(root)
+        binding = scope.resolve(name)
+        if binding is None:
+            return "built-in" if _classify_free_name(name, self.allowed_p5_names) is None else "reported"
+        if binding.alias_of == _BRUSH:
+            return "built-in"
+        if binding.alias_of in _GUARDED_KINDS:
+            return "reported"
+        if binding.kind in ("function", "class"):
+            return "own function"
+        value = _unparenthesize(binding.value) if binding.value is not None else None
+        if value is not None and value.type in ("identifier", "member_expression", "subscript_expression", "this") \
+                and binding.value_scope is not None:
+            inner, _ = _member_chain(value)
+            return self.origin_of(inner, binding.value_scope, depth + 1)
+        if value is not None and (value.type in _FUNCTION_NODE_TYPES or value.type == "class"):
+            return "own function"
+        return "own"
+
     def judge_this_values(self) -> None:
         for node, scope in self.this_uses:
             if node.id in self.member_object_ids:
@@ -1359,6 +1461,7 @@ class _SketchAnalyzer:
         self.judge_identifiers()
         self.judge_this_values()
         self.judge_members()
+        self.judge_mutations()
         self.judge_destructuring()
         self.judge_calls()
         self.judge_structure(program)

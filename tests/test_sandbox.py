@@ -279,3 +279,44 @@ def test_lettering_is_judged_by_the_text_functions_only(renderer):
   brush.beginShape(0); brush.vertex(60, 95); brush.vertex(132, 95); brush.vertex(132, 107);
   brush.vertex(60, 107); brush.endShape(true);"""
     assert renderer.render(small_sketch_with(letter_h), seed=1).passed
+
+
+# --- caught writes to built-ins: judged from the code ---------------------------------------
+
+# At run time every one of these throws (lockdown froze the target) and the try/catch swallows
+# it, so the runtime sees nothing; the static gate names each as dynamic_code.
+CAUGHT_PATCHES = [
+    "Array.prototype.map = null;",
+    "Math.random = () => 0;",
+    "JSON.parse = null;",
+    "const A = Array; A.prototype.push = null;",
+    "const b = brush; b.fill = null;",
+    "brush.fill = null;",
+    "Object.defineProperty(Array.prototype, 'm', { value: 1 });",
+    "Object.assign(Math, { random: () => 0 });",
+    "Object.setPrototypeOf(brush, null);",
+    "delete Math.random;",
+    "Math.PI++;",
+    "[].constructor.prototype.x = 1;",
+    "({}).__proto__.y = 2;",
+    "String['prototype'].z = 1;",
+]
+
+
+@pytest.mark.parametrize("statement", CAUGHT_PATCHES)
+def test_a_caught_write_to_a_built_in_is_still_dynamic_code(statement):
+    from env.gate import static_gate
+
+    verdict = static_gate(f"```js\n{small_sketch_with(f'  try {{ {statement} }} catch (e) {{}}')}```")
+    assert not verdict.passed and "dynamic_code" in verdict.violations, (statement, verdict.violations)
+
+
+def test_writes_to_the_sketchs_own_objects_are_allowed_and_the_evaluator_rejects_a_caught_patch(evaluator):
+    from env.gate import static_gate
+
+    own = ("  const layer = { colour: '#ffffff', points: [] }; layer.colour = '#2f5d8a'; layer.points[0] = 1;"
+           " layer.points[0]++; delete layer.extra; Object.assign(layer, { alpha: 90 });"
+           " Object.defineProperty(layer, 'x', { value: 1 });")
+    assert static_gate(f"```js\n{small_sketch_with(own)}```").passed
+    outcome = evaluator.evaluate(f"```js\n{small_sketch_with('  try { Math.random = () => 0; } catch (e) {}')}```")
+    assert not outcome.passed and "dynamic_code" in outcome.violations and not outcome.infrastructure_failed
