@@ -56,7 +56,9 @@ def test_revision_examples_show_real_failures_and_their_repair(evaluator):
 
 
 def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(dense_policy):
-    _, processor = dense_policy
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(dense_policy)
     sketch = generate_sketch("tulips in a glass vase", 2, REVISION_SECTIONS[1])
     example = {
         "prompt_messages": first_turn_messages("tulips in a glass vase"),
