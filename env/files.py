@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-# The folders of data the code reads: YAML presets (configs/), example sketches (examples/)
-# and the starter reference pool (pools/). A wheel ships them as watercolour/_data/<folder>
+# The data the code reads: YAML presets (configs/), example sketches (examples/) and the
+# starter reference pool (pools/starter). A wheel ships them as watercolour/_data/<folder>
 # (pyproject.toml maps each folder there), so they are found without a checkout.
-DATA_FOLDERS = ("configs", "examples", "pools")
 
 
 def source_root() -> Path | None:
@@ -29,7 +27,6 @@ def source_root() -> Path | None:
     return None
 
 
-@lru_cache(maxsize=None)
 def data_root() -> Path:
     """The folder holding configs/, examples/ and pools/: the checkout's own when running from a
     source tree (edits show at once), else the copy shipped in the package (watercolour/_data)."""

@@ -443,21 +443,19 @@ def _named_children(node: Node) -> list[Node]:
     return [child for child in node.named_children if child.type != "comment"]
 
 
-# Property names through which a write reaches every object of a kind.
-_PROTOTYPE_NAMES = frozenset({"prototype", "__proto__", "constructor"})
-# Calls that write to their first argument: (object, method) pairs.
-_MUTATING_CALLS = frozenset({
-    ("Object", "defineProperty"), ("Object", "defineProperties"), ("Object", "assign"),
-    ("Object", "setPrototypeOf"), ("Reflect", "defineProperty"), ("Reflect", "deleteProperty"),
-    ("Reflect", "setPrototypeOf"), ("Reflect", "set"),
-})
+# Property names that lead from any object to a built-in prototype (`({}).__proto__`,
+# `[].constructor.prototype`), whoever made the object they start from.
+_BUILT_IN_PROTOTYPE_PATHS = frozenset({"__proto__", "constructor"})
+# Object's methods that write to their first argument (Reflect is refused as a whole name).
+_MUTATING_OBJECT_METHODS = frozenset({"defineProperty", "defineProperties", "assign", "setPrototypeOf"})
+_MEMBER_TYPES = ("member_expression", "subscript_expression")
 
 
 def _member_chain(node: Node) -> tuple[Node | None, set[str]]:
     """The innermost object of ``a.b[c].d`` (``a``) and the property names spelled on the way."""
     names: set[str] = set()
     node = _unparenthesize(node)
-    while node.type in ("member_expression", "subscript_expression"):
+    while node.type in _MEMBER_TYPES:
         prop = node.child_by_field_name("property") or node.child_by_field_name("index")
         if prop is not None:
             text = _identifier_name(prop) if prop.type == "property_identifier" else prop.text.decode("utf-8", "replace")
@@ -737,13 +735,12 @@ class _SketchAnalyzer:
             argument = node.child_by_field_name("argument")
             if argument is not None and argument.type == "identifier":
                 self.reassigned_names.add(_identifier_name(argument))
-            elif argument is not None and _unparenthesize(argument).type in ("member_expression", "subscript_expression"):
-                self.mutated_objects.append((_unparenthesize(argument), scope, "writes to"))
-        elif kind == "unary_expression" and node.child_by_field_name("operator") is not None \
-                and node.child_by_field_name("operator").type == "delete":
+            elif argument is not None:
+                self.note_mutated(argument, scope, "writes to")
+        elif kind == "unary_expression" and getattr(node.child_by_field_name("operator"), "type", None) == "delete":
             argument = node.child_by_field_name("argument")
-            if argument is not None and _unparenthesize(argument).type in ("member_expression", "subscript_expression"):
-                self.mutated_objects.append((_unparenthesize(argument), scope, "deletes from"))
+            if argument is not None:
+                self.note_mutated(argument, scope, "deletes from")
         elif kind == "with_statement":
             self.report(node, "dynamic_code", "`with` makes every name lookup dynamic")
         elif kind == "import_statement":
@@ -913,11 +910,11 @@ class _SketchAnalyzer:
             self.reassigned_names.add(name)
             if plain:
                 self.implicitly_assigned.append((name, scope))
-        elif target.type in ("member_expression", "subscript_expression"):
+        elif target.type in _MEMBER_TYPES:
             prop = target.child_by_field_name("property")
             if prop is not None:
                 self.user_property_names.add(_identifier_name(prop))
-            self.mutated_objects.append((target, scope, "writes to"))
+            self.note_mutated(target, scope, "writes to")
         elif target.type in ("object_pattern", "array_pattern"):
             for identifier in _pattern_identifiers(target):
                 if identifier.type == "identifier":
@@ -925,19 +922,22 @@ class _SketchAnalyzer:
                     if plain:
                         self.implicitly_assigned.append((_identifier_name(identifier), scope))
 
+    def note_mutated(self, target: Node, scope: _Scope, what: str) -> None:
+        """Remember a member expression the sketch writes to or deletes (judged in pass 2)."""
+        target = _unparenthesize(target)
+        if target.type in _MEMBER_TYPES:
+            self.mutated_objects.append((target, scope, what))
+
     def note_mutating_call(self, call: Node, callee: Node, scope: _Scope) -> None:
         """``Object.defineProperty(target, ...)`` and its kin write to ``target``."""
         if callee.type != "member_expression":
             return
         obj, prop = callee.child_by_field_name("object"), callee.child_by_field_name("property")
-        if obj is None or prop is None or obj.type != "identifier":
-            return
-        if (_identifier_name(obj), _identifier_name(prop)) not in _MUTATING_CALLS:
+        if obj is None or prop is None or obj.type != "identifier" or _identifier_name(obj) != "Object":
             return
         arguments = call.child_by_field_name("arguments")
-        first = next((a for a in _named_children(arguments) if a.type != "comment"), None) if arguments else None
-        if first is not None:
-            self.mutated_objects.append((first, scope, "redefines"))
+        if _identifier_name(prop) in _MUTATING_OBJECT_METHODS and arguments is not None and _named_children(arguments):
+            self.mutated_objects.append((_named_children(arguments)[0], scope, "redefines"))
 
     def note_assignment(self, node: Node, scope: _Scope) -> None:
         left = node.child_by_field_name("left")
@@ -1223,7 +1223,7 @@ class _SketchAnalyzer:
             origin = self.origin_of(root, scope)
             if origin == "reported":
                 continue
-            if names & {"__proto__", "constructor"}:
+            if names & _BUILT_IN_PROTOTYPE_PATHS:
                 built_in = "a built-in prototype (through __proto__ or constructor)"
             elif "prototype" in names and origin != "own function":
                 built_in = "a prototype the sketch did not create"
@@ -1256,8 +1256,7 @@ class _SketchAnalyzer:
         if binding.kind in ("function", "class"):
             return "own function"
         value = _unparenthesize(binding.value) if binding.value is not None else None
-        if value is not None and value.type in ("identifier", "member_expression", "subscript_expression", "this") \
-                and binding.value_scope is not None:
+        if value is not None and value.type in ("identifier", "this", *_MEMBER_TYPES) and binding.value_scope is not None:
             inner, _ = _member_chain(value)
             return self.origin_of(inner, binding.value_scope, depth + 1)
         if value is not None and (value.type in _FUNCTION_NODE_TYPES or value.type == "class"):

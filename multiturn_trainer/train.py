@@ -306,23 +306,22 @@ def summarise(store: RunStore, adapter: Path | None = None) -> TrainSummary:
     steps = sorted({e["step"] for e in episodes})
     third = max(1, len(steps) // 3)
 
-    def rewards(chosen: set[int]) -> list[float]:
+    def rewards(chosen_steps: list[int]) -> list[float]:
+        chosen = set(chosen_steps)
         return [e["reward"] for e in episodes if e["step"] in chosen and e["reward"] is not None]
 
-    def mean_reward(chosen: set[int]) -> float | None:
-        return mean(rewards(chosen))
-
+    first_third, last_third = rewards(steps[:third]), rewards(steps[-third:])
     gallery = store.write_gallery(episodes) if episodes else None
     return TrainSummary(
         run_dir=store.root,
         steps=len(steps),
         episodes=len(episodes),
-        reward_first_third=mean_reward(set(steps[:third])),
-        reward_last_third=mean_reward(set(steps[-third:])),
+        reward_first_third=mean(first_third),
+        reward_last_third=mean(last_third),
         turn_gain=mean(turn_gains(episodes)),
         gallery=gallery,
         adapter=adapter,
-        reward_rise=difference_of_means(rewards(set(steps[-third:])), rewards(set(steps[:third]))),
+        reward_rise=difference_of_means(last_third, first_third),
     )
 
 
