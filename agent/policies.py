@@ -199,20 +199,37 @@ class EndpointPolicy:
         from rewards.http_retry import request_with_retries
 
         url = f"{self.base_url}/chat/completions"
+        failures: list[str] = []
         response = await request_with_retries(client, "POST", url, service=f"policy endpoint {self.base_url}",
-                                              policy=retry, rng=random.Random(),
+                                              policy=retry, rng=random.Random(), failures=failures,
                                               json=self.request_body(conversation))
         if response is None:
-            return PolicyReply(None, error=f"no answer from {url} after {self.max_attempts} attempts")
+            last = f" (last: {failures[-1]})" if failures else ""
+            return PolicyReply(None, error=f"no answer from {url} after {len(failures)} attempt(s){last}")
         try:
             data = response.json()
-            text = data["choices"][0]["message"]["content"]
-            if not isinstance(text, str):
-                raise TypeError(f"message content is {type(text).__name__}")
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            text = reply_text(data["choices"][0]["message"])
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return PolicyReply(None, error=f"unreadable answer from {url}: {type(exc).__name__}: {exc}")
         usage = data.get("usage") or {}
         return PolicyReply(text, completion_tokens=int(usage.get("completion_tokens") or 0))
+
+
+def reply_text(message: dict[str, Any]) -> str:
+    """The text of a chat answer's message. Servers send ``content`` as a string or as a list of
+    parts (text parts are joined). ``None`` or nothing (a model that spent its tokens thinking,
+    or refused) is an empty reply: the model answered without a sketch, which the gate scores
+    as ``no_code``, the policy's failure and not an infrastructure one. Anything else is not an
+    answer this client can read (TypeError: the caller reports it as infrastructure)."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "".join(part["text"] for part in content
+                       if part.get("type") == "text" and isinstance(part.get("text"), str))
+    raise TypeError(f"message content is {type(content).__name__}")
 
 
 def openai_messages(conversation: list[Message]) -> list[dict[str, Any]]:

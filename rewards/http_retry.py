@@ -76,14 +76,21 @@ async def request_with_retries(
     policy: RetryPolicy = RetryPolicy(),
     rng: random.Random | None = None,
     sleep=asyncio.sleep,
+    failures: list[str] | None = None,
     **kwargs,
 ) -> httpx.Response | None:
-    """The successful response, or None once retries are spent. Raises FatalScorerError."""
+    """The successful response, or None once retries are spent. Raises FatalScorerError.
+    ``failures``, when given, collects why each failed attempt failed (for the caller's message)."""
+    def failed(why: str) -> None:
+        if failures is not None:
+            failures.append(why)
+
     for attempt in range(policy.max_attempts):
         last_try = attempt == policy.max_attempts - 1
         try:
             response = await client.request(method, url, **kwargs)
-        except (httpx.TimeoutException, httpx.TransportError):
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             if last_try:
                 return None
             await sleep(policy.backoff(attempt, rng))
@@ -92,6 +99,7 @@ async def request_with_retries(
             raise FatalScorerError(fatal_message(service, response))
         if response.is_success:
             return response
+        failed(f"HTTP {response.status_code}: {response.text[:200].strip()}")
         if response.status_code not in RETRYABLE_STATUS or last_try:
             return None
         delay = retry_after_seconds(response)

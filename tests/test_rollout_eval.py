@@ -167,6 +167,37 @@ def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_zero(environ
     assert all(score is None for scores in batch.turn_scores for score in scores.values())
 
 
+def test_endpoint_answers_in_parts_or_empty_are_read_as_the_server_meant_them(environments, tmp_path):
+    """Content as a list of text parts is the reply; content None or "" is the model answering
+    without a sketch (the gate's no_code, scored 0: the policy's failure); a body that is no
+    chat completion is an infrastructure failure (reward None)."""
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=1, num_generations=2)
+    parts = chat_completion_body([{"type": "text", "text": "Here:\n```js\n"},
+                                  {"type": "text", "text": SMALL_SKETCH + "```"}])
+    with FakeOpenAIServer() as server:
+        server.enqueue(FakeReply.json(parts), FakeReply.json(chat_completion_body(None)),
+                       FakeReply.json(chat_completion_body("")), FakeReply.json({"choices": []}),
+                       FakeReply.error(400, message="this model's maximum context length is 4096 tokens"))
+        policy = EndpointPolicy(server.base_url, "painter", concurrency=1, max_attempts=1)
+        rows = [episode_row(config, "a red apple", seed) for seed in (1, 2, 3, 4, 5)]
+        batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
+    [parted], [nothing], [empty], [broken], [refused] = batch.observations
+    assert parted.passed and batch.rewards[0] > 0
+    for seen, reward in ((nothing, batch.rewards[1]), (empty, batch.rewards[2])):
+        assert seen.violations == ["no_code"] and not seen.infrastructure_failed and reward == 0.0
+    assert broken.infrastructure_failed and batch.rewards[3] is None
+    assert batch.policy_errors[:3] == [None, None, None] and "unreadable answer" in batch.policy_errors[3]
+    # A refusal the client cannot retry says what the server said.
+    assert refused.infrastructure_failed and batch.rewards[4] is None
+    assert "HTTP 400" in batch.policy_errors[4] and "maximum context length" in batch.policy_errors[4]
+
+
+def chat_completion_body(content) -> dict:
+    return {"id": "x", "object": "chat.completion", "model": "painter",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}}
+
+
 def test_openai_messages_send_images_as_png_data_urls():
     image = Image.new("RGB", (4, 3), (200, 10, 10))
     wire = openai_messages([{"role": "user", "content": [{"type": "text", "text": "look"},
@@ -232,6 +263,37 @@ def test_eval_command_writes_json_plot_and_gallery_for_the_tiny_policy(dense_pol
     assert seeds["refine"] == seeds["independent"]
     with pytest.raises(SystemExit, match="already holds"):
         main(["eval", "--policy", str(dense_policy), "--config", str(config_path), "--out", str(out)])
+
+
+def test_eval_command_against_a_served_model_sends_the_painting_only_to_refining_turns(tmp_path, capsys,
+                                                                                     monkeypatch):
+    """`watercolour eval --endpoint` as a user runs it, against a loopback server that answers
+    every request with a real sketch and records what it was sent."""
+    from watercolour.cli import main
+
+    monkeypatch.setenv("WATERCOLOUR_ENDPOINT_TOKEN", "sekret")
+    out = tmp_path / "eval"
+    with FakeOpenAIServer(rule=lambda request: sketch_reply("#2a9d8f")) as server:
+        assert main(["eval", "--endpoint", server.base_url, "--endpoint-model", "served-painter",
+                     "--subjects", "a red apple;a blue pond", "--episodes", "1", "--turns", "2",
+                     "--max-tokens", "700", "--out", str(out), "--no-progress"]) == 0
+        asked = server.chat_requests()
+    printed = capsys.readouterr().out
+    assert "served-painter at http" in printed and "headline: final - best-of-2 independent" in printed
+    # 2 slots: a 2-turn episode each (4 requests) and 2 independent samples each (4 requests).
+    assert len(asked) == 8
+    assert all(r.model == "served-painter" and r.bearer_token == "sekret" and r.body["max_tokens"] == 700
+               for r in asked)
+    with_painting = [r for r in asked if r.image_urls]
+    assert len(with_painting) == 2 and all(len(r.image_urls) == 1 for r in with_painting)
+    assert all(len(r.body["messages"]) == 4 and "Turn 1 of 2" in r.text for r in with_painting)
+    assert all(len(r.body["messages"]) == 2 for r in asked if not r.image_urls)
+    report = json.loads((out / "eval.json").read_text())
+    assert report["refine"]["episodes"] == 2 and report["independent"]["episodes"] == 4
+    assert report["refine"]["infrastructure_failures"] == 0 and report["independent"]["infrastructure_failures"] == 0
+    assert all(p["estimate"] > 0 for p in report["refine"]["reward_by_turn"])
+    assert report["refine"]["gate_pass_by_turn"][1]["estimate"] == 1.0
+    assert Path(report["plot"]).is_file() and "data:image/png;base64," in Path(report["gallery"]).read_text()
 
 
 def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_warm_start(
