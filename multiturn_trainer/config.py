@@ -163,6 +163,9 @@ class TrainConfig:
     """Episode slots per held-out subject in each evaluation."""
     eval_subjects: str = "eval"
     """The configs/subjects.yaml split evaluated ("eval" = held out), or subjects separated by ';'."""
+    eval_batch_size: int | None = None
+    """Episodes an evaluation generates together (default: a training step's episodes). A batch
+    lasts as long as its longest reply, so fewer, larger batches finish sooner; memory bounds it."""
 
     # --- run directory -------------------------------------------------------------------
     output_dir: str = "out/runs/run"
@@ -191,6 +194,8 @@ class TrainConfig:
             raise ValueError("subjects is empty")
         if self.eval_steps < 0 or self.eval_episodes < 1:
             raise ValueError("eval_steps must be >= 0 and eval_episodes >= 1")
+        if self.eval_batch_size is not None and self.eval_batch_size < 1:
+            raise ValueError("eval_batch_size must be >= 1")
         if self.steps < 1 or self.prompts_per_step < 1:
             raise ValueError("steps and prompts_per_step must be >= 1")
         episodes = self.episodes_per_step

@@ -146,7 +146,13 @@ def use_run_trackio_dir(config: TrainConfig, store: RunStore) -> None:
 
 
 def grpo_args(config: TrainConfig, store: RunStore):
+    import warnings
+
     from trl import GRPOConfig
+
+    # TRL 1.16 reads the model's old ``is_gradient_checkpointing`` name every generation;
+    # transformers 5.24 answers with a FutureWarning that says nothing to our users.
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
     gpu = has_gpu()
     episodes = config.episodes_per_step
@@ -172,7 +178,8 @@ def grpo_args(config: TrainConfig, store: RunStore):
         beta=config.beta,
         max_grad_norm=config.max_grad_norm,
         bf16=bf16,
-        gradient_checkpointing=checkpointing,
+        # transformers 5.24's name (gradient_checkpointing still works, with a FutureWarning a run).
+        activation_checkpointing=checkpointing,
         router_aux_loss_coef=config.router_aux_loss_coef,
         chat_template_kwargs={"enable_thinking": config.enable_thinking},
         logging_steps=1,
