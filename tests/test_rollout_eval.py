@@ -296,6 +296,37 @@ def test_eval_command_against_a_served_model_sends_the_painting_only_to_refining
     assert Path(report["plot"]).is_file() and "data:image/png;base64," in Path(report["gallery"]).read_text()
 
 
+class CountingPolicy:
+    """A message policy (the interface the runner calls) that answers with a real sketch and
+    records how many conversations each call carried."""
+
+    works_on = "messages"
+
+    def __init__(self):
+        self.batches: list[int] = []
+
+    def reply(self, conversations):
+        from agent.policies import PolicyReply
+
+        self.batches.append(len(conversations))
+        return [PolicyReply(f"```js\n{SMALL_SKETCH}```", completion_tokens=5) for _ in conversations]
+
+
+@pytest.mark.parametrize("eval_batch_size, batches", [(None, [2, 2, 2, 2, 2, 2, 2, 2]), (12, [4, 4, 8])])
+def test_eval_generates_in_batches_of_eval_batch_size(environments, tmp_path, eval_batch_size, batches):
+    from multiturn_trainer.evaluation import run_eval
+
+    # 2 subjects x 2 slots: 4 two-turn episodes, 8 single samples; a training step is 2 episodes.
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", eval_batch_size=eval_batch_size)
+    policy = CountingPolicy()
+    report = run_eval(config, policy, ["a red apple", "a blue pond"], 2, tmp_path / "eval",
+                      environments=environments, progress=False)
+    assert policy.batches == batches
+    assert report["refine"]["episodes"] == 4 and report["independent"]["episodes"] == 8
+    with pytest.raises(ValueError, match="eval_batch_size"):
+        tiny_config(tmp_path / "no-model", tmp_path / "run", eval_batch_size=0)
+
+
 def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_warm_start(
         dense_policy, environments, tmp_path):
     """``eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
