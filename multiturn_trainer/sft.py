@@ -156,7 +156,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     # Ten warm-up steps, then linear decay to a tenth.
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
     rng = random.Random(seed)
-    order: list[int] = []
+    batches: list[list[int]] = []
     pad = processor.tokenizer.pad_token_id
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     merge = getattr(processor.image_processor, "merge_size", 2) ** 2
@@ -164,12 +164,9 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     losses = []
     bar = tqdm(range(steps), desc="sft", disable=quiet)
     for _ in bar:
-        batch = []
-        for _ in range(batch_size):
-            if not order:
-                order = list(range(len(encoded)))
-                rng.shuffle(order)
-            batch.append(encoded[order.pop()])
+        if not batches:
+            batches = length_grouped_batches([len(e.context()) for e in encoded], batch_size, rng)
+        batch = [encoded[i] for i in batches.pop()]
         ids = [e.context() for e in batch]
         width = max(len(i) for i in ids)
         input_ids = torch.tensor([i + [pad] * (width - len(i)) for i in ids])
@@ -196,6 +193,24 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=sum(losses[-5:]) / len(losses[-5:]))
+
+
+def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random,
+                           pool_batches: int = 8) -> list[list[int]]:
+    """One epoch of batches: shuffled, then sorted by length within pools of ``pool_batches``
+    batches, so a batch pads to its own longest example rather than to a random neighbour's
+    (the batches' order is shuffled again). The warm start mixes first turns with revision
+    examples about twice as long (draft + painting + feedback + sketch), 64 in 180: drawn at
+    random, 4 in 5 of its batches of 4 held a revision example and padded to its length."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    pool = batch_size * pool_batches
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,

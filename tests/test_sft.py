@@ -70,3 +70,26 @@ def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(d
     labels = sft_labels(episode)
     assert sum(1 for label in labels if label != -100) == sum(episode.env_mask)
     assert 0 < sum(episode.env_mask) < len(episode.completion_ids)
+
+
+def test_length_grouped_batches_cover_each_example_once_and_pad_less():
+    import random
+
+    from multiturn_trainer.sft import length_grouped_batches
+
+    rng = random.Random(0)
+    lengths = [rng.choice([700, 1600]) + rng.randrange(100) for _ in range(180)]
+    batches = length_grouped_batches(lengths, 4, random.Random(1))
+    assert sorted(i for batch in batches for i in batch) == list(range(180))
+    assert all(1 <= len(batch) <= 4 for batch in batches)
+
+    def padded(batches):
+        return sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
+
+    order = list(range(180))
+    random.Random(1).shuffle(order)
+    drawn_at_random = [order[i:i + 4] for i in range(0, 180, 4)]
+    assert padded(batches) < 0.85 * padded(drawn_at_random)
+    # Not sorted globally: long and short batches alternate through the epoch.
+    widths = [max(lengths[i] for i in batch) for batch in batches]
+    assert widths != sorted(widths) and widths != sorted(widths, reverse=True)
