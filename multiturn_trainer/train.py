@@ -58,9 +58,10 @@ def ensure_model(config: TrainConfig) -> str:
     return config.model
 
 
-# Measured: the demo's warm start (180 SFT steps, 64 rendered revision examples) took about
-# 5 minutes on a quiet 2-core machine (2026-12-01) (README, "The CPU demo, measured").
-WARM_START_MINUTES_PER_STEP_2_CORES = 5 / 180
+# Measured on a quiet 2-core machine (2026-12-01, length-grouped SFT batches): rendering the
+# 64 revision drafts took 78 s, 180 SFT steps 210 s (README, "The demo with its eval, measured").
+WARM_START_SECONDS_PER_REVISION_2_CORES = 78 / 64
+WARM_START_SECONDS_PER_STEP_2_CORES = 210 / 180
 
 
 def first_run_announcement(config: TrainConfig) -> str:
@@ -68,7 +69,9 @@ def first_run_announcement(config: TrainConfig) -> str:
     if config.tiny_warm_start_steps <= 0:
         return (f"train: building the tiny offline {config.tiny_model} model in {config.model} (seconds; "
                 "untrained, it writes gibberish until warm-started)")
-    minutes = max(1, round(config.tiny_warm_start_steps * WARM_START_MINUTES_PER_STEP_2_CORES))
+    seconds = (config.tiny_warm_start_revisions * WARM_START_SECONDS_PER_REVISION_2_CORES
+               + config.tiny_warm_start_steps * WARM_START_SECONDS_PER_STEP_2_CORES)
+    minutes = max(1, round(seconds / 60))
     return (f"train: first run: building the tiny offline {config.tiny_model} model and warm-starting it "
             f"({config.tiny_warm_start_steps} SFT steps on compact procedural sketches, "
             f"{config.tiny_warm_start_revisions} rendered revision examples) so that its sketches render; "
