@@ -149,13 +149,9 @@ def use_run_trackio_dir(config: TrainConfig, store: RunStore) -> None:
 
 
 def grpo_args(config: TrainConfig, store: RunStore):
-    import warnings
-
     from trl import GRPOConfig
 
-    # TRL 1.16 reads the model's old ``is_gradient_checkpointing`` name every generation;
-    # transformers 5.24 answers with a FutureWarning that says nothing to our users.
-    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    quiet_renamed_checkpointing_warning()
 
     gpu = has_gpu()
     episodes = config.episodes_per_step
@@ -220,7 +216,17 @@ def build_scorer(config: TrainConfig):
                                judge_probability=config.judge_probability)
 
 
+def quiet_renamed_checkpointing_warning() -> None:
+    """TRL 1.16 and PEFT read the model's old ``is_gradient_checkpointing`` name (every
+    generation, every adapter load); transformers 5.24 answers each time with a FutureWarning
+    that says nothing our users can act on."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
 def load_model(config: TrainConfig):
+    quiet_renamed_checkpointing_warning()
     from multiturn_trainer.tiny_model import load_policy
 
     if not has_gpu():
