@@ -52,8 +52,9 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     scorer = scorer or build_scorer(config)
     own_environments = environments is None
     environments = environments or make_environments(config)
-    # One batch of turn k runs as long as its longest reply: the demo's eval (18 two-turn
-    # episodes, 36 single samples) in batches of 16 took 7 generation passes where 3 do.
+    # One batch of turn k runs as long as its longest reply, so larger batches mean fewer
+    # passes; on the 2-core CPU, though, the demo's eval in batches of 36 took 116-135 s
+    # against ~105 s in batches of 16 (2026-12-01), so the default stays a training step's.
     batch_size = config.eval_batch_size or max(1, config.episodes_per_step)
     # The same slot rows for both arms: the baseline repeats each slot K times.
     arms = {

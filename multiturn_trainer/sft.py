@@ -156,6 +156,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     # Ten warm-up steps, then linear decay to a tenth.
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
     rng = random.Random(seed)
+    lengths = [len(e.context()) for e in encoded]
     batches: list[list[int]] = []
     pad = processor.tokenizer.pad_token_id
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
@@ -165,7 +166,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     bar = tqdm(range(steps), desc="sft", disable=quiet)
     for _ in bar:
         if not batches:
-            batches = length_grouped_batches([len(e.context()) for e in encoded], batch_size, rng)
+            batches = length_grouped_batches(lengths, batch_size, rng)
         batch = [encoded[i] for i in batches.pop()]
         ids = [e.context() for e in batch]
         width = max(len(i) for i in ids)

@@ -92,8 +92,8 @@ def _images_in(body: Any) -> tuple[list[str], list[str]]:
     return urls, hashes
 
 
-def chat_completion(content: str, *, model: str = "fake-judge", logprobs: list[dict] | None = None) -> dict:
-    """An OpenAI chat-completion body with one choice."""
+def chat_completion(content: Any, *, model: str = "fake-judge", logprobs: list[dict] | None = None) -> dict:
+    """An OpenAI chat-completion body with one choice (``content``: a string, a list of parts or None)."""
     choice: dict[str, Any] = {
         "index": 0,
         "message": {"role": "assistant", "content": content},

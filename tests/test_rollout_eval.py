@@ -23,7 +23,7 @@ from agent.messages import first_turn_messages, painting_image
 from agent.policies import EndpointPolicy, LocalModelPolicy, openai_messages
 from agent.subjects import subjects as subject_split
 from helpers import SMALL_SKETCH, tiny_config
-from fake_openai_server import FakeOpenAIServer, FakeReply
+from fake_openai_server import FakeOpenAIServer, FakeReply, chat_completion
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.rollout import EpisodeRunner
 from multiturn_trainer.tiny_model import load_policy
@@ -172,11 +172,11 @@ def test_endpoint_answers_in_parts_or_empty_are_read_as_the_server_meant_them(en
     without a sketch (the gate's no_code, scored 0: the policy's failure); a body that is no
     chat completion is an infrastructure failure (reward None)."""
     config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=1, num_generations=2)
-    parts = chat_completion_body([{"type": "text", "text": "Here:\n```js\n"},
+    parts = chat_completion([{"type": "text", "text": "Here:\n```js\n"},
                                   {"type": "text", "text": SMALL_SKETCH + "```"}])
     with FakeOpenAIServer() as server:
-        server.enqueue(FakeReply.json(parts), FakeReply.json(chat_completion_body(None)),
-                       FakeReply.json(chat_completion_body("")), FakeReply.json({"choices": []}),
+        server.enqueue(FakeReply.json(parts), FakeReply.json(chat_completion(None)),
+                       FakeReply.json(chat_completion("")), FakeReply.json({"choices": []}),
                        FakeReply.error(400, message="this model's maximum context length is 4096 tokens"))
         policy = EndpointPolicy(server.base_url, "painter", concurrency=1, max_attempts=1)
         rows = [episode_row(config, "a red apple", seed) for seed in (1, 2, 3, 4, 5)]
@@ -190,12 +190,6 @@ def test_endpoint_answers_in_parts_or_empty_are_read_as_the_server_meant_them(en
     # A refusal the client cannot retry says what the server said.
     assert refused.infrastructure_failed and batch.rewards[4] is None
     assert "HTTP 400" in batch.policy_errors[4] and "maximum context length" in batch.policy_errors[4]
-
-
-def chat_completion_body(content) -> dict:
-    return {"id": "x", "object": "chat.completion", "model": "painter",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}}
 
 
 def test_openai_messages_send_images_as_png_data_urls():
