@@ -177,8 +177,7 @@ def grpo_args(config: TrainConfig, store: RunStore):
         beta=config.beta,
         max_grad_norm=config.max_grad_norm,
         bf16=bf16,
-        # transformers 5.24's name (gradient_checkpointing still works, with a FutureWarning a run).
-        activation_checkpointing=checkpointing,
+        **checkpointing_argument(checkpointing),
         router_aux_loss_coef=config.router_aux_loss_coef,
         chat_template_kwargs={"enable_thinking": config.enable_thinking},
         logging_steps=1,
@@ -205,6 +204,18 @@ def grpo_args(config: TrainConfig, store: RunStore):
         if config.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = config.vllm_server_base_url
     return GRPOConfig(**kwargs)
+
+
+def checkpointing_argument(enabled: bool) -> dict[str, bool]:
+    """TrainingArguments renamed ``gradient_checkpointing`` to ``activation_checkpointing`` in
+    transformers 5.24 (the old name still works there, with a FutureWarning every run); vLLM 0.31
+    and the lent GPU image hold transformers 5.17, which knows only the old name."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing": enabled}
 
 
 def build_scorer(config: TrainConfig):
