@@ -35,6 +35,7 @@ from env.contract import (
     JS_SAFE_GLOBALS,
     P5_GLOBAL_NAMES,
     P5_TEXT_FUNCTIONS,
+    REASON_CODES,
     STORAGE_NAMES,
     TIMER_NAMES,
     SketchContract,
@@ -42,6 +43,7 @@ from env.contract import (
 from env.pigment import paint_fraction_of_png
 from env.files import source_root
 from env.portal import Portal
+from env.text import safe_lines, safe_text
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 SANDBOX_ORIGIN = "http://sketch.sandbox"
@@ -162,16 +164,37 @@ SANDBOX_ARGS = [
     "--disable-dev-shm-usage",
     "--mute-audio",
     # A sketch needs a few MB of heap; a memory bomb should die in seconds (render_crashed)
-    # instead of swapping the machine until the deadline.
-    "--js-flags=--max-old-space-size=512",
+    # instead of swapping the machine until the deadline. Optimised code is compiled on the
+    # main thread: compiled in the background, it is installed whenever that thread finishes,
+    # so the frame sizes on the stack, and with them the recursion depth at which RangeError
+    # is thrown, changed from render to render (9,605 to 17,839 frames were measured).
+    "--js-flags=--max-old-space-size=512 --no-concurrent-recompilation --no-concurrent-osr"
+    " --no-concurrent-sparkplug",
     "--renderer-process-limit=4",
 ]
 
 
-# Per-render memory bound on the page's renderer process (RSS, sampled every
-# MEMORY_SAMPLE_S). poppies.js (600x600) peaked at 197 MB, so 1 GiB is 5x a real painting.
-DEFAULT_MEMORY_LIMIT_MB = 1024
-MEMORY_SAMPLE_S = 0.25
+# Memory. The sketch's budget is one number, SketchContract.max_typed_array_bytes: the
+# array-buffer bytes the page may hold, as the engine itself counts them (V8's ArrayBuffer
+# backing stores, CDP Runtime.getHeapUsage's backingStorageSize: every typed array, DataView,
+# resized or transferred buffer, however it was made). The page answers that question only
+# between tasks, so it is asked at every such point while the sketch runs and once more at
+# the capture; over the budget, a full collection decides (only what the page still holds
+# counts), and the verdict is memory_limit. While JavaScript runs without yielding, the
+# renderer process's RSS is watched from /proc every MEMORY_SAMPLE_S: the page may use what
+# a real painting needs (PAGE_RSS_ALLOWANCE_MB: the examples peaked at 200-234 MB at 600x600,
+# poppies at 341 MB at the largest canvas, 2048x2048) plus the budget.
+PAGE_RSS_ALLOWANCE_MB = 448
+MEMORY_SAMPLE_S = 0.1
+MIB = 1024 * 1024
+
+
+def memory_limit_mb_for(contract: SketchContract) -> int:
+    """The renderer-process RSS ceiling that goes with ``contract``'s array-buffer budget."""
+    return PAGE_RSS_ALLOWANCE_MB + -(-contract.max_typed_array_bytes // MIB)
+
+
+DEFAULT_MEMORY_LIMIT_MB = memory_limit_mb_for(SketchContract())
 
 
 def find_chromium() -> str | None:
@@ -378,7 +401,7 @@ class RendererPool:
         deadline_s: float = 90.0,
         executable: str | None = None,
         pixel_density: float = 1.0,
-        memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+        memory_limit_mb: int | None = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
@@ -389,7 +412,7 @@ class RendererPool:
         # p5 draws at window.devicePixelRatio: 0.5 is the preview option for intermediate
         # turns (a quarter of the pixels to raster; the PNG is half the size).
         self.pixel_density = pixel_density
-        self.memory_limit_mb = memory_limit_mb
+        self.memory_limit_mb = memory_limit_mb if memory_limit_mb is not None else memory_limit_mb_for(self.contract)
         self.executable = executable if executable is not None else find_chromium()
         self._playwright = None
         self._browsers: list[_Browser] = []
@@ -502,9 +525,12 @@ class RendererPool:
         memory_event = asyncio.Event()
         page_url = SANDBOX_ORIGIN + key
         monitor = asyncio.ensure_future(self._watch_memory(browser, memory_event, over_memory))
+        held = None
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
+            session = await browser.context.new_cdp_session(page)
+            held = asyncio.ensure_future(self._watch_held_memory(session, memory_event, over_memory))
 
             def on_request(request) -> None:
                 # A navigation away from the sketch's page (location, a form, a link) can only
@@ -518,6 +544,8 @@ class RendererPool:
             outcome = await _race(self._load_and_wait(browser, page, key, nonce),
                                   {"crashed": crashed, "browser_died": died, "navigated": navigated,
                                    "memory_limit": memory_event}, deadline)
+            if outcome == "memory_limit" and "held_mb" in over_memory:
+                return _sketch_failure(started, "memory_limit", self._held_message(over_memory["held_mb"]))
             if outcome == "memory_limit":
                 kill_pids(over_memory.get("pid"))
                 await browser.close()
@@ -537,7 +565,12 @@ class RendererPool:
                 await browser.close()
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             if outcome.get("endedAs") == "lockdown_failed":
-                return _infrastructure_result(started, f"sandbox_failed: {outcome.get('errors')}")
+                return _infrastructure_result(started, f"sandbox_failed: {safe_lines(outcome.get('errors'))}")
+            # What the page holds at the capture (it is idle now: the report has been sent).
+            held.cancel()
+            held_bytes = await asyncio.wait_for(self._held_bytes(session), max(0.5, deadline - (time.perf_counter() - started)))
+            if held_bytes > self.contract.max_typed_array_bytes:
+                return _sketch_failure(started, "memory_limit", self._held_message(held_bytes // MIB))
             # Decoding the picture is part of the render: it runs inside the same deadline.
             remaining = max(0.5, deadline - (time.perf_counter() - started))
             try:
@@ -555,6 +588,8 @@ class RendererPool:
             return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
         finally:
             monitor.cancel()
+            if held is not None:
+                held.cancel()
             process.remove_listener("disconnected", on_disconnected)
             self._pending_html.pop(key, None)
             browser.waiters.pop(page, None)
@@ -578,6 +613,33 @@ class RendererPool:
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
             reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
 
+    def _held_message(self, held_mb: int) -> str:
+        return (f"the page held {held_mb} MiB of typed arrays and buffers, over the "
+                f"{self.contract.max_typed_array_bytes // MIB} MiB budget")
+
+    async def _held_bytes(self, session) -> int:
+        """Array-buffer bytes the page holds, by the engine's count; over the budget, counted
+        again after a full collection, so garbage the sketch dropped never decides a verdict."""
+        usage = await session.send("Runtime.getHeapUsage")
+        held = int(usage.get("backingStorageSize", 0))
+        if held > self.contract.max_typed_array_bytes:
+            await session.send("HeapProfiler.collectGarbage")
+            held = int((await session.send("Runtime.getHeapUsage")).get("backingStorageSize", 0))
+        return held
+
+    async def _watch_held_memory(self, session, event: asyncio.Event, found: dict) -> None:
+        """Ask the engine what the page holds at every point where it is between tasks."""
+        try:
+            while not event.is_set():
+                held = await self._held_bytes(session)  # answered when the page next yields
+                if held > self.contract.max_typed_array_bytes:
+                    found.update(held_mb=held // MIB)
+                    event.set()
+                    return
+                await asyncio.sleep(MEMORY_SAMPLE_S)
+        except Exception:
+            return  # the page closed or crashed: the render's own outcome says so
+
     async def _watch_memory(self, browser: _Browser, event: asyncio.Event, found: dict) -> None:
         """Sample the browser's renderer processes; flag the first one over the limit.
 
@@ -591,7 +653,7 @@ class RendererPool:
         while not event.is_set():
             # Walking /proc for the process tree costs ~9 ms here; reading known renderers'
             # RSS is ~0.1 ms, so the tree is refreshed only every 2 s (or until one is found).
-            if not renderers or samples % 8 == 0:
+            if not renderers or samples % 20 == 0:
                 renderers = await asyncio.to_thread(_renderer_pids, roots)
             samples += 1
             for pid in renderers:
@@ -603,9 +665,11 @@ class RendererPool:
             await asyncio.sleep(MEMORY_SAMPLE_S)
 
     def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
-        violations = _unique(v["code"] for v in page_result.get("violations", []))
-        details = [f"{v['name']}: {v['code']}" for v in page_result.get("violations", [])]
-        errors = list(page_result.get("errors", []))
+        # The page's text is the sketch's: well-formed and bounded from here on (env/text.py).
+        reported = [v for v in page_result.get("violations", []) if isinstance(v, dict)]
+        violations = _unique(code for v in reported if (code := safe_text(v.get("code"), 40)) in REASON_CODES)
+        details = safe_lines((f"{v.get('name')}: {v.get('code')}" for v in reported), limit=200, max_items=200)
+        errors = safe_lines(page_result.get("errors", []))
         png = None
         fraction = 0.0
         data_url = page_result.get("png")

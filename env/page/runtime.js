@@ -8,8 +8,11 @@
 //    Array.prototype, Function.prototype or Promise.prototype under the runtime's feet.
 // 3. The sketch is evaluated in a Compartment whose global object holds only the
 //    endowments below: the allowlisted p5 names bound to the instance, a frozen brush
-//    with the allowed methods, a seeded Math, a fixed clock, typed arrays under a byte
-//    budget, a silent console. No window, document, timers, network, storage or p5.
+//    with the allowed methods, a seeded Math, a fixed clock, the plain typed arrays, a
+//    silent console. No window, document, timers, network, storage or p5. What the page
+//    holds in memory is measured from outside (the renderer reads the engine's own count
+//    of array-buffer bytes and the process's memory), never counted here, where a sketch
+//    could route around the counting.
 //    Known names that are not endowed are traps that record their reason code.
 // 4. The painting is read from the canvas of the p5 instance the runtime holds (never
 //    looked up in the DOM), and the report is built from runtime-owned state only.
@@ -27,6 +30,11 @@
   const realBrush = window.brush;
   const seededRandom = Math.random;  // the page's sfc32 (renderer.seed_script)
   const toDataURL = HTMLCanvasElement.prototype.toDataURL;
+  // The contexts a WEBGL canvas has: the run-time not_webgl check asks the renderer p5
+  // really made, whatever the sketch's source seemed to pass to createCanvas.
+  const glPrototypes = [window.WebGLRenderingContext, window.WebGL2RenderingContext]
+    .filter((C) => typeof C === 'function').map((C) => C.prototype);
+  const getPrototypeOf = Object.getPrototypeOf;
   const OriginalDate = Date;
   const schedule = window.setTimeout.bind(window);
   const { stringify } = JSON;
@@ -43,13 +51,21 @@
     png: null,
     instance: null,   // the p5 instance, as p5 hands it to our lifecycle hooks
     reported: false,
-    typedBytes: 0,
+    canvases: [],     // the renderer each createCanvas call really made ('webgl', '2d', ...)
+  };
+  // Sketch-controlled text (error messages, property names) is cut to a bound and made
+  // well-formed here: a lone UTF-16 surrogate would otherwise reach Python, the tokenizer
+  // and the chat template. The renderer cleans it again on arrival (env/text.py).
+  const wellFormed = (text, limit) => {
+    let s = String(text);
+    if (s.length > limit) s = s.slice(0, limit);
+    return s.toWellFormed();
   };
   const record = (code, name) => {
-    if (state.violations.length < 200) state.violations[state.violations.length] = { code, name: String(name) };
+    if (state.violations.length < 200) state.violations[state.violations.length] = { code, name: wellFormed(name, 120) };
   };
   const recordError = (message) => {
-    if (state.errors.length < 50) state.errors[state.errors.length] = String(message).slice(0, 500);
+    if (state.errors.length < 50) state.errors[state.errors.length] = wellFormed(message, 500);
   };
 
   // Defence in depth only: nothing here is reachable from the Compartment, but p5 and
@@ -64,10 +80,12 @@
   // 'min' override taming: p5 and p5.brush assign no intrinsic method names on their own
   // objects at run time (every test sketch and example renders), and 'moderate' turns
   // dozens of prototype data properties into accessors the libraries would pay for.
-  // errorTaming 'unsafe' keeps stacks for p5's own errors in this realm; the sketch gets
-  // the Compartment's shared Error, whose stack powers SES removes either way.
+  // errorTaming 'safe': every error's `stack` is the empty string, in this realm and in the
+  // Compartment (they share one Error). A stack names the page's URL, which changes with
+  // every render, and the frames below the sketch, so a sketch reading it would paint
+  // differently from run to run; the runtime reports messages only and never needed it.
   try {
-    lockdown({ errorTaming: 'unsafe', overrideTaming: 'min', consoleTaming: 'unsafe', localeTaming: 'unsafe' });
+    lockdown({ errorTaming: 'safe', overrideTaming: 'min', consoleTaming: 'unsafe', localeTaming: 'unsafe' });
   } catch (e) {
     // Our failure, not the sketch's: the renderer reads this as an infrastructure error.
     report(stringify({ nonce, endedAs: 'lockdown_failed', violations: [], errors: [String(e && e.message)], framesDrawn: 0, png: null }));
@@ -245,55 +263,9 @@
   const noop = () => undefined;
   endowments.console = { value: harden({ log: noop, info: noop, warn: noop, error: noop, debug: noop }) };
 
-  // Typed arrays under a byte budget: ArrayBuffer backing stores live outside the V8
-  // heap, so --max-old-space-size does not bound them (a 2 GiB bomb passed before).
-  // The renderer also samples the renderer process's RSS for what this cannot see
-  // (species-created copies, for instance).
-  const budget = config.maxTypedArrayBytes;
-  const spend = (bytes, name) => {
-    if (!(bytes >= 0)) return;
-    state.typedBytes += bytes;
-    if (state.typedBytes > budget) throw violation('memory_limit', `${name} (${Math.round(state.typedBytes / 1048576)} MiB)`);
-  };
-  const lengthOf = (v) => {
-    if (isPrimitive(v)) return +v;
-    if (typeof v.length === 'number') return v.length;
-    if (typeof v.byteLength === 'number') return NaN;  // a view over an existing buffer
-    return 0;
-  };
-  const countedTypedArray = (Real, name) => {
-    const Counted = function (...args) {
-      if (new.target === undefined) throw TypeError(`Constructor ${name} requires 'new'`);
-      const n = lengthOf(args[0]);
-      if (n === n) spend(n * Real.BYTES_PER_ELEMENT, name);
-      return construct(Real, args, new.target === Counted ? Real : new.target);
-    };
-    defineProperty(Counted, 'prototype', { value: Real.prototype });
-    Counted.BYTES_PER_ELEMENT = Real.BYTES_PER_ELEMENT;
-    Counted.from = (source, ...rest) => {
-      spend(lengthOf(source) * Real.BYTES_PER_ELEMENT, name);
-      return apply(Real.from, Real, [source, ...rest]);
-    };
-    Counted.of = (...items) => apply(Real.of, Real, items);
-    return harden(Counted);
-  };
-  const typedNames = ['Float32Array', 'Float64Array', 'Int8Array', 'Int16Array', 'Int32Array',
-    'Uint8Array', 'Uint8ClampedArray', 'Uint16Array', 'Uint32Array'];
-  for (const name of typedNames) {
-    if (jsAllowed.has(name)) endowments[name] = { value: countedTypedArray(window[name], name) };
-  }
-  if (jsAllowed.has('ArrayBuffer')) {
-    const RealBuffer = ArrayBuffer;
-    const CountedBuffer = function (length, options) {
-      if (new.target === undefined) throw TypeError("Constructor ArrayBuffer requires 'new'");
-      const max = options && typeof options === 'object' ? +options.maxByteLength : NaN;
-      spend(max === max ? Math.max(max, +length) : +length, 'ArrayBuffer');
-      return construct(RealBuffer, [length, options], new.target === CountedBuffer ? RealBuffer : new.target);
-    };
-    defineProperty(CountedBuffer, 'prototype', { value: RealBuffer.prototype });
-    CountedBuffer.isView = RealBuffer.isView;
-    endowments.ArrayBuffer = { value: harden(CountedBuffer) };
-  }
+  // Typed arrays and ArrayBuffer are the Compartment's own (plain JavaScript): their bytes
+  // are bounded by what the page really holds, measured by the renderer from the engine's
+  // accounting and the process's memory, whichever way the sketch allocates them.
 
   // The sketch's hooks: plain writable globals, so `setup = function () {}` works too.
   endowments.setup = { value: undefined, writable: true };
@@ -395,35 +367,55 @@
   };
 
   // --- capture and report ---------------------------------------------------------------------
+  const isWebgl = (renderer) => {
+    const context = renderer && renderer.drawingContext;
+    return !!context && typeof context === 'object' && glPrototypes.includes(getPrototypeOf(context));
+  };
   const snapshot = () => {
     const instance = state.instance;
     const canvas = instance && instance._renderer && instance._renderer.canvas;
     if (!canvas) return null;
+    // The painting must come from a WEBGL renderer: p5 makes a 2D one when createCanvas
+    // never runs (an aliased or unreachable call) or runs without WEBGL.
+    if (!isWebgl(instance._renderer)) record('not_webgl', 'the canvas p5 created is not WEBGL');
     if (!(canvas.width <= maxSide * 2 && canvas.height <= maxSide * 2)) {
       record('canvas_too_large', `canvas ${canvas.width}x${canvas.height}`);
       return null;
     }
     try { return apply(toDataURL, canvas, ['image/png']); } catch (e) { recordError(e.message); return null; }
   };
+  // Macrotask hops between the capture and the report. Everything the sketch can still run
+  // after the capture is a microtask (it has no timers or I/O), drained before the first
+  // hop; Chromium dispatches `unhandledrejection` for a dropped promise in a task it posts
+  // at the end of that drain, so that task is queued before the second hop's timer is even
+  // set. The third hop is margin.
+  const REPORT_HOPS = 3;
+  const sendReport = (phase) => {
+    report(stringify({
+      nonce, endedAs: phase, violations: state.violations, errors: state.errors,
+      framesDrawn: state.framesDrawn, png: state.png,
+    }));
+  };
   const finish = (phase) => {
     if (state.phase === 'done') return;
     state.phase = 'done';
     // The picture is taken now (a WEBGL back buffer does not survive the task); the report
-    // goes one macrotask later, so violations from microtasks the sketch queued in draw()
-    // are in it. A sketch that queues microtasks forever ends as render_timeout.
+    // is built REPORT_HOPS macrotasks later from the state as it is then, so violations
+    // from microtasks the sketch queued and rejections nobody awaited are in it. A sketch
+    // that queues microtasks forever ends as render_timeout.
     state.png = snapshot();
     state.endedAs = phase;
-    schedule(() => {
-      report(stringify({
-        nonce, endedAs: phase, violations: state.violations, errors: state.errors,
-        framesDrawn: state.framesDrawn, png: state.png,
-      }));
-    }, 0);
+    let hops = 0;
+    const hop = () => { if (++hops < REPORT_HOPS) schedule(hop, 0); else sendReport(phase); };
+    schedule(hop, 0);
   };
   window.addEventListener('error', (e) => recordError(errorText(e.error !== undefined ? e.error : e.message)));
   window.addEventListener('unhandledrejection', (e) => {
+    // A promise the sketch dropped (an async helper nobody awaits). Recorded in every phase,
+    // also after the capture: the report has not left yet. It does not end the render, so
+    // the picture does not depend on when Chromium dispatches this event; the hooks' own
+    // rejections end it where they happen (runHook).
     recordError(errorText(e.reason));
-    finish('rejected');
   });
 
   // --- evaluate the sketch ---------------------------------------------------------------------
@@ -454,14 +446,19 @@
   }
   // p5 calls these (`context.setup()` in global mode). `this` inside the sketch's hooks is
   // its own global, never window.
+  // A hook that throws or rejects ends the render at that point (p5 would stop there and
+  // never reach our postdraw); its promise is handled here, so p5 sees none of it.
+  const failed = (e) => { recordError(errorText(e)); finish('rejected'); };
   const runHook = (fn) => {
-    const result = apply(fn, sketchGlobal, []);
-    return result && typeof result.then === 'function' ? Promise.resolve(result).then(() => undefined) : undefined;
+    let result;
+    try { result = apply(fn, sketchGlobal, []); } catch (e) { failed(e); return undefined; }
+    return result && typeof result.then === 'function' ? Promise.resolve(result).then(() => undefined, failed) : undefined;
   };
   window.setup = () => (typeof sketchSetup === 'function' ? runHook(sketchSetup) : undefined);
   if (typeof sketchDraw === 'function') {
     // Read again at each frame, so a draw assigned during setup is the one that runs.
     window.draw = () => {
+      if (state.phase === 'done') return undefined;  // after a failed setup: nothing more runs
       const current = readHooks()[1];
       return runHook(typeof current === 'function' ? current : sketchDraw);
     };
