@@ -618,14 +618,10 @@ class RendererPool:
                 f"{self.contract.max_typed_array_bytes // MIB} MiB budget")
 
     async def _held_bytes(self, session) -> int:
-        """Array-buffer bytes the page holds, by the engine's count; over the budget, counted
-        again after a full collection, so garbage the sketch dropped never decides a verdict."""
+        """Array-buffer bytes the page holds, as the engine counts them: a buffer the sketch let
+        go of counts until V8 has freed it (it still occupies the page's memory until then)."""
         usage = await session.send("Runtime.getHeapUsage")
-        held = int(usage.get("backingStorageSize", 0))
-        if held > self.contract.max_typed_array_bytes:
-            await session.send("HeapProfiler.collectGarbage")
-            held = int((await session.send("Runtime.getHeapUsage")).get("backingStorageSize", 0))
-        return held
+        return int(usage.get("backingStorageSize", 0))
 
     async def _watch_held_memory(self, session, event: asyncio.Event, found: dict) -> None:
         """Ask the engine what the page holds at every point where it is between tasks."""

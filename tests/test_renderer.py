@@ -99,7 +99,7 @@ def test_allowed_calls_do_not_trip_the_run_time_guard(renderer):
 
 def _runtime_fixtures():
     for path in sorted((FIXTURES / "sketches" / "runtime_hostile").glob("*.js")):
-        expected = re.search(r"//\s*expect:\s*(\w+)", path.read_text()).group(1)
+        expected = tuple(re.search(r"//\s*expect:\s*([\w|]+)", path.read_text()).group(1).split("|"))
         yield pytest.param(path, expected, id=path.stem)
 
 
@@ -108,7 +108,8 @@ def test_runtime_hostile_fixtures(path, expected, renderer):
     deadline = 8.0
     started = time.perf_counter()
     result = renderer.render(path.read_text(), seed=1, deadline_s=deadline)
-    assert expected in result.violations, (result.violations, result.errors)
+    # `// expect: a|b`: either code (a heap bomb meets the heap cap or the process ceiling first).
+    assert set(expected) & set(result.violations), (result.violations, result.errors)
     assert not result.passed
     assert result.infrastructure_error is None
     assert time.perf_counter() - started < deadline + 30

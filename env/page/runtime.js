@@ -263,9 +263,14 @@
   const noop = () => undefined;
   endowments.console = { value: harden({ log: noop, info: noop, warn: noop, error: noop, debug: noop }) };
 
-  // Typed arrays and ArrayBuffer are the Compartment's own (plain JavaScript): their bytes
-  // are bounded by what the page really holds, measured by the renderer from the engine's
-  // accounting and the process's memory, whichever way the sketch allocates them.
+  // Typed arrays, ArrayBuffer and DataView: the real (frozen) constructors, since a
+  // Compartment's global has none. Their bytes are bounded by what the page really holds,
+  // measured by the renderer from the engine's accounting and the process's memory,
+  // whichever way the sketch allocates them.
+  for (const name of ['ArrayBuffer', 'DataView', 'Float32Array', 'Float64Array', 'Int8Array', 'Int16Array',
+    'Int32Array', 'Uint8Array', 'Uint8ClampedArray', 'Uint16Array', 'Uint32Array']) {
+    if (jsAllowed.has(name) && typeof window[name] === 'function') endowments[name] = { value: window[name] };
+  }
 
   // The sketch's hooks: plain writable globals, so `setup = function () {}` works too.
   endowments.setup = { value: undefined, writable: true };
@@ -367,7 +372,7 @@
   };
 
   // --- capture and report ---------------------------------------------------------------------
-  const isWebgl = (renderer) => {
+  const isWebglRenderer = (renderer) => {
     const context = renderer && renderer.drawingContext;
     return !!context && typeof context === 'object' && glPrototypes.includes(getPrototypeOf(context));
   };
@@ -377,7 +382,7 @@
     if (!canvas) return null;
     // The painting must come from a WEBGL renderer: p5 makes a 2D one when createCanvas
     // never runs (an aliased or unreachable call) or runs without WEBGL.
-    if (!isWebgl(instance._renderer)) record('not_webgl', 'the canvas p5 created is not WEBGL');
+    if (!isWebglRenderer(instance._renderer)) record('not_webgl', 'the canvas p5 created is not WEBGL');
     if (!(canvas.width <= maxSide * 2 && canvas.height <= maxSide * 2)) {
       record('canvas_too_large', `canvas ${canvas.width}x${canvas.height}`);
       return null;
@@ -411,11 +416,12 @@
   };
   window.addEventListener('error', (e) => recordError(errorText(e.error !== undefined ? e.error : e.message)));
   window.addEventListener('unhandledrejection', (e) => {
-    // A promise the sketch dropped (an async helper nobody awaits). Recorded in every phase,
-    // also after the capture: the report has not left yet. It does not end the render, so
-    // the picture does not depend on when Chromium dispatches this event; the hooks' own
-    // rejections end it where they happen (runHook).
+    // A promise the sketch dropped (an async helper nobody awaits), or p5's own when a
+    // library hook failed and p5 stopped. Recorded in every phase, also after the capture
+    // (the report has not left yet); before the capture it ends the render, since p5 may
+    // never reach our postdraw.
     recordError(errorText(e.reason));
+    finish('rejected');
   });
 
   // --- evaluate the sketch ---------------------------------------------------------------------
@@ -471,6 +477,14 @@
       state.instance = this;
     };
     lifecycles.postsetup = function () {
+      if (state.phase === 'done') return;
+      // The renderer p5 really made: an aliased createCanvas that never ran leaves p5's
+      // default 2D canvas, on which p5.brush cannot paint.
+      if (!isWebglRenderer(this._renderer)) {
+        record('not_webgl', 'the canvas p5 created is not WEBGL');
+        finish('not_webgl');
+        return;
+      }
       state.phase = 'draw';
       // Without draw() p5 never runs the postdraw hooks; p5.brush has flushed in its
       // postsetup hook, which ran before this one.
