@@ -261,8 +261,9 @@ class SketchContract:
     # createCanvas bounds: the examples paint at 600x600; 2048 leaves room for large
     # paintings while the PNG (decoded on our side) stays under 17 MB of RGBA.
     max_canvas_side: int = 2048
-    # Typed-array bytes one render may allocate through the sketch's constructors (the
-    # examples use none; p5.brush's own buffers do not count).
+    # Array-buffer bytes the page may hold, as V8 counts them (every typed array, DataView
+    # and buffer, p5's and p5.brush's own included: the examples hold 1.6-3.1 MiB). The
+    # renderer enforces it and derives its process-memory ceiling from it (env/renderer.py).
     max_typed_array_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:

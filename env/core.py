@@ -14,6 +14,7 @@ from typing import Any
 from env.contract import SketchContract
 from env.gate import GateVerdict, static_gate
 from env.renderer import RendererPool, RenderResult, SyncRenderer
+from env.text import safe_lines, safe_text
 
 # Static findings that the run-time sandbox enforces as well: a sketch with only these is
 # still rendered, so the policy sees what it painted next to the reason it failed.
@@ -51,8 +52,11 @@ def should_render(verdict: GateVerdict) -> bool:
 
 
 def combine(verdict: GateVerdict, render: RenderResult | None) -> SketchOutcome:
+    # Every outcome's text is bounded and well-formed here, whoever built the parts (a
+    # renderer of another kind, a static detail quoting a 40,000-character literal), so the
+    # feedback, the records and the wire never carry what a tokenizer or UTF-8 refuses.
     violations = list(verdict.violations)
-    details = list(verdict.details)
+    details = safe_lines(verdict.details, limit=200, max_items=200)
     if render is None:
         return SketchOutcome(
             code=verdict.code, passed=False, violations=violations, errors=[], paint_fraction=0.0,
@@ -61,16 +65,16 @@ def combine(verdict: GateVerdict, render: RenderResult | None) -> SketchOutcome:
     for code in render.violations:
         if code not in violations:
             violations.append(code)
-    details.extend(render.details)
+    details.extend(safe_lines(render.details, limit=200, max_items=200))
     return SketchOutcome(
         code=verdict.code,
         passed=verdict.passed and render.passed,
         violations=violations,
-        errors=list(render.errors),
+        errors=safe_lines(render.errors),
         paint_fraction=render.paint_fraction,
         render_ms=render.elapsed_ms,
         png=render.png,
-        infrastructure_error=render.infrastructure_error,
+        infrastructure_error=None if render.infrastructure_error is None else safe_text(render.infrastructure_error),
         details=details,
         stats=dict(verdict.stats),
         rendered=True,

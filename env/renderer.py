@@ -804,6 +804,7 @@ def _sketch_failure(started: float, code: str, message: str) -> RenderResult:
 
 
 def _infrastructure_result(started: float, message: str) -> RenderResult:
+    message = safe_text(message)  # a protocol error can quote what the page sent
     return RenderResult(
         passed=False, violations=["infrastructure_error"], errors=[message], paint_fraction=0.0,
         elapsed_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as="infrastructure_error",

@@ -51,7 +51,6 @@
     png: null,
     instance: null,   // the p5 instance, as p5 hands it to our lifecycle hooks
     reported: false,
-    canvases: [],     // the renderer each createCanvas call really made ('webgl', '2d', ...)
   };
   // Sketch-controlled text (error messages, property names) is cut to a bound and made
   // well-formed here: a lone UTF-16 surrogate would otherwise reach Python, the tokenizer
