@@ -178,9 +178,9 @@ SANDBOX_ARGS = [
 # array-buffer bytes the page may hold, as the engine itself counts them (V8's ArrayBuffer
 # backing stores, CDP Runtime.getHeapUsage's backingStorageSize: every typed array, DataView,
 # resized or transferred buffer, however it was made). The page answers that question only
-# between tasks, so it is asked at every such point while the sketch runs and once more at
-# the capture; over the budget, a full collection decides (only what the page still holds
-# counts), and the verdict is memory_limit. While JavaScript runs without yielding, the
+# between tasks, so it is asked at every such point while the sketch runs and once more
+# after the report; a buffer the sketch let go of counts until V8 frees it (the page holds
+# that memory until then). Over the budget: memory_limit. While JavaScript runs without yielding, the
 # renderer process's RSS is watched from /proc every MEMORY_SAMPLE_S: the page may use what
 # a real painting needs (PAGE_RSS_ALLOWANCE_MB: the examples peaked at 200-234 MB at 600x600,
 # poppies at 341 MB at the largest canvas, 2048x2048) plus the budget.
