@@ -113,7 +113,7 @@ def test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls(untra
 
 
 def test_zero_learning_rate_moves_nothing(untrained_policy, environments, tmp_path):
-    config = sanity_config(untrained_policy, tmp_path / "still", learning_rate=0.0, steps=3)
+    config = sanity_config(untrained_policy, tmp_path / "still", learning_rate=0.0, steps=2, num_generations=8)
     started = {}
     trainer, store = run_training(config, environments, FeatureReward(+1),
                                   before_train=lambda t: started.update(adapter_weights(t)))
