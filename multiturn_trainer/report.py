@@ -49,7 +49,8 @@ def load_source(path: Path) -> dict[str, Any]:
                          "directory (eval.json)")
     config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").is_file() else {}
     store = RunStore(path, path.name)
-    label = f"{path.name} (turns {config.get('turns', '?')}, {config.get('reward_preset', '?')})"
+    name = config.get("run_name") or path.name  # bench learn's arms are all called run/: their run_name differs
+    label = f"{name} (turns {config.get('turns', '?')}, {config.get('reward_preset', '?')})"
     return {"kind": "run", "path": path, "label": label, "config": config, "episodes": store.read_episodes(),
             "metrics": store.read_metrics()}
 
