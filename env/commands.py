@@ -122,8 +122,9 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
-    """`render`, `serve` and `bench` (parsers only: nothing here starts a browser)."""
+def add_parsers(sub):
+    """`render`, `serve` and `bench` (parsers only: nothing here starts a browser). Returns the
+    `bench` subcommands, so the folders above add their own benchmarks (`bench learn`)."""
     render = sub.add_parser("render", help="gate and render sketches (raw model replies or .js files)")
     render.add_argument("files", nargs="+", metavar="FILE")
     render.add_argument("--seed", type=int, default=0)
@@ -159,6 +160,7 @@ def add_parsers(sub) -> None:
     from env.bench_serve import add_parser as add_bench_serve_parser
 
     add_bench_serve_parser(bench_sub)
+    return bench_sub
 
 
 def _print_table(records: list[dict]) -> None:

@@ -11,7 +11,7 @@ Both arms run through the one episode loop (``EpisodeRunner``) with the same pol
 same scorer. The headline is the slot-paired gap between the K-turn episode's final painting
 and the best (and the mean) of its K independent samples: refinement vs resampling at the
 same number of sketches. Writes ``eval.json``, ``eval.png`` (reward by turn / by k with 95 %
-intervals, both arms), ``gallery.html`` (replay's gallery: step 1 = refine, step 2 =
+intervals, both arms, drawn with matplotlib), ``gallery.html`` (replay's gallery: step 1 = refine, step 2 =
 independent) and the episodes in the run-directory layout (``episodes.jsonl``, ``renders/``).
 """
 
@@ -223,59 +223,13 @@ def table(report: dict[str, Any]) -> str:
 
 
 def draw_plot(path: Path, report: dict[str, Any]) -> Path:
-    """Reward by turn (refine) and best-of-k (independent) with their intervals, drawn with PIL
-    (matplotlib is not a dependency)."""
-    from PIL import Image, ImageDraw
+    """Reward by turn (refine) and best-of-k (independent) with their 95 % intervals."""
+    from multiturn_trainer.plots import error_bar_plot
 
-    width, height, left, right, top, bottom = 640, 420, 70, 20, 40, 60
-    series = [("refine: reward at turn k", (200, 60, 40), report["refine"]["reward_by_turn"]),
-              ("independent: best of k", (40, 90, 180), report["independent"]["best_of_k"])]
-    values = [v for _, _, points in series for p in points for v in (p["low"], p["high"]) if v is not None]
-    low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    if high - low < 1e-6:
-        low, high = low - 0.05, high + 0.05
-    pad = 0.08 * (high - low)
-    low, high = low - pad, high + pad
-    turns = report["turns"]
-    image = Image.new("RGB", (width, height), (250, 247, 240))
-    draw = ImageDraw.Draw(image)
-
-    def x_at(k: int, offset: int = 0) -> float:
-        return left + (k - 0.5) * (width - left - right) / turns + offset
-
-    def y_at(value: float) -> float:
-        return top + (high - value) * (height - top - bottom) / (high - low)
-
-    draw.rectangle([left, top, width - right, height - bottom], outline=(120, 120, 120))
-    for i in range(5):
-        value = low + i * (high - low) / 4
-        draw.line([left - 4, y_at(value), left, y_at(value)], fill=(120, 120, 120))
-        draw.text((8, y_at(value) - 6), f"{value:.3f}", fill=(60, 60, 60))
-    for k in range(1, turns + 1):
-        draw.text((x_at(k) - 4, height - bottom + 8), str(k), fill=(60, 60, 60))
-    draw.text((left, height - 24), "turn k (refine) / samples k (independent)", fill=(60, 60, 60))
-    draw.text((left, 10), f"eval: {report['policy']}  reward with 95 % intervals", fill=(30, 30, 30))
-    for index, (name, colour, points) in enumerate(series):
-        offset = -6 if index == 0 else 6
-        previous = None
-        for k, point in enumerate(points, start=1):
-            if point["estimate"] is None:
-                previous = None
-                continue
-            x = x_at(k, offset)
-            draw.line([x, y_at(point["low"]), x, y_at(point["high"])], fill=colour, width=2)
-            for bound in (point["low"], point["high"]):
-                draw.line([x - 4, y_at(bound), x + 4, y_at(bound)], fill=colour, width=2)
-            y = y_at(point["estimate"])
-            draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=colour)
-            if previous is not None:
-                draw.line([previous, (x, y)], fill=colour, width=2)
-            previous = (x, y)
-        draw.rectangle([width - 230, top + 10 + 18 * index, width - 220, top + 20 + 18 * index], fill=colour)
-        draw.text((width - 214, top + 9 + 18 * index), name, fill=(30, 30, 30))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
-    return path
+    series = [("refine: reward at turn k", report["refine"]["reward_by_turn"]),
+              ("independent: best of k", report["independent"]["best_of_k"])]
+    return error_bar_plot(path, series, title=f"eval: {report['policy']}  reward with 95 % intervals",
+                          xlabel="turn k (refine) / samples k (independent)", ylabel="reward")
 
 
 # --- command line ----------------------------------------------------------------------------

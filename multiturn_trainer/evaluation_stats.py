@@ -1,36 +1,53 @@
-"""The statistics of `watercolour eval`: means, paired differences and win rates with bootstrap
-95 % intervals. Pure functions on lists of numbers (None = unscorable, left out), no I/O.
+"""The statistics of `watercolour eval`, the demo, `bench learn` and `report`: means, paired
+differences and win rates with bootstrap 95 % intervals. Pure functions on lists of numbers
+(None = unscorable, left out), no I/O.
 
 Paired figures resample episode slots, not paintings: a slot's K-turn episode and its K
 independent samples share subject and seed, so the slot is the unit the comparison is
-independent over. Percentile bootstrap with a fixed seed, so the same rewards always give
-the same interval.
+independent over. The intervals are ``scipy.stats.bootstrap``'s percentile intervals with a
+fixed seed, so the same rewards always give the same interval.
 """
 
 from __future__ import annotations
 
-import random
+import warnings
 from typing import Sequence
+
+import numpy as np
 
 RESAMPLES = 2000
 LEVEL = 0.95
 
 
-def _interval(statistic, values: list, resamples: int, level: float, seed: int) -> tuple[float, float]:
-    rng = random.Random(seed)
-    n = len(values)
-    return _percentile_interval([statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)],
-                                level)
+def _percentile_bootstrap(samples: tuple[list[float], ...], statistic, resamples: int, level: float,
+                          seed: int) -> tuple[float, float]:
+    """scipy's percentile bootstrap of ``statistic`` over independent ``samples``. A sample of
+    one value, or a constant one, has a point interval (scipy calls such data degenerate)."""
+    from scipy.stats import bootstrap
 
-
-def _percentile_interval(draws: list[float], level: float) -> tuple[float, float]:
-    draws = sorted(draws)
-    tail = (1 - level) / 2
-    return draws[int(tail * (len(draws) - 1))], draws[int(round((1 - tail) * (len(draws) - 1)))]
+    if all(len(set(s)) <= 1 for s in samples):
+        value = float(statistic(*[np.asarray(s) for s in samples]))
+        return value, value
+    with warnings.catch_warnings():
+        # One constant side of a difference is fine for the percentile method.
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", message=".*degenerate.*")
+        result = bootstrap(tuple(np.asarray(s, dtype=float) for s in samples), statistic, n_resamples=resamples,
+                           confidence_level=level, method="percentile", vectorized=True, paired=False,
+                           random_state=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
+
+
+def _axis_mean(sample, axis=-1):
+    return np.mean(sample, axis=axis)
+
+
+def _axis_mean_difference(a, b, axis=-1):
+    return np.mean(a, axis=axis) - np.mean(b, axis=axis)
 
 
 def summary(estimate: float | None, low: float | None, high: float | None, n: int) -> dict:
@@ -43,7 +60,7 @@ def bootstrap_mean(values: Sequence[float | None], resamples: int = RESAMPLES, l
     known = [float(v) for v in values if v is not None]
     if not known:
         return summary(None, None, None, 0)
-    low, high = _interval(_mean, known, resamples, level, seed)
+    low, high = _percentile_bootstrap((known,), _axis_mean, resamples, level, seed)
     return summary(_mean(known), low, high, len(known))
 
 
@@ -71,10 +88,7 @@ def difference_of_means(a: Sequence[float | None], b: Sequence[float | None], re
     known_b = [float(v) for v in b if v is not None]
     if not known_a or not known_b:
         return summary(None, None, None, 0)
-    rng = random.Random(seed)
-    low, high = _percentile_interval([_mean([known_a[rng.randrange(len(known_a))] for _ in known_a])
-                                      - _mean([known_b[rng.randrange(len(known_b))] for _ in known_b])
-                                      for _ in range(resamples)], level)
+    low, high = _percentile_bootstrap((known_a, known_b), _axis_mean_difference, resamples, level, seed)
     return summary(_mean(known_a) - _mean(known_b), low, high, min(len(known_a), len(known_b)))
 
 

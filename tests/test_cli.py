@@ -100,7 +100,8 @@ def test_every_help_answers_fast_and_matches_the_readme():
     readme = (ROOT / "README.md").read_text()
     helps = {}
     for command in ([], ["train"], ["demo"], ["hps-serve"], ["score"], ["pool", "build"], ["render"], ["serve"],
-                    ["replay"], ["sft"], ["build-tiny"], ["bench", "render"], ["bench", "serve"], ["pool", "stats"]):
+                    ["replay"], ["sft"], ["build-tiny"], ["bench", "render"], ["bench", "serve"], ["bench", "learn"], ["report"],
+                    ["pool", "stats"]):
         elapsed = []
         for _ in range(2):  # the better of two: one try can land on a busy moment of a shared machine
             started = time.perf_counter()
@@ -116,6 +117,7 @@ def test_every_help_answers_fast_and_matches_the_readme():
     assert helps["pool build"].startswith(
         "usage: watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL)")
     assert "(default: style-offline" in helps["score"]
+    assert "(default configs/learn.yaml)" in helps["bench learn"] and "RUN_DIR [RUN_DIR ...]" in helps["report"]
     # train and demo list every TrainConfig field with its docstring, defaults from their preset.
     from multiturn_trainer.config import TrainConfig, field_docs
 

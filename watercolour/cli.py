@@ -17,21 +17,25 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     from curation.commands import add_parsers as add_curation_parsers
     from env.commands import add_parsers as add_env_parsers
+    from multiturn_trainer.bench_learn import add_parser as add_bench_learn_parser
     from multiturn_trainer.config import add_parser as add_train_parsers
     from multiturn_trainer.evaluation import add_parser as add_eval_parser
     from multiturn_trainer.replay import add_parser as add_replay_parser
+    from multiturn_trainer.report import add_parser as add_report_parser
     from multiturn_trainer.tiny_model import add_parser as add_tiny_parser
     from rewards.commands import add_parsers as add_reward_parsers
 
     parser = argparse.ArgumentParser(prog="watercolour", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_env_parsers(sub)  # render, serve, bench
+    bench = add_env_parsers(sub)  # render, serve, bench render|serve
+    add_bench_learn_parser(bench)  # bench learn
     add_reward_parsers(sub)  # score, hps-serve
     add_curation_parsers(sub)  # pool
     add_tiny_parser(sub)  # build-tiny
     add_train_parsers(sub)  # train, demo, sft
     add_replay_parser(sub)  # replay
     add_eval_parser(sub)  # eval
+    add_report_parser(sub)  # report
     return parser
 
 

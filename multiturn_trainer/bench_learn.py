@@ -1,0 +1,298 @@
+"""`watercolour bench learn`: does GRPO move the tiny policy towards its reward? Seeds x arms.
+
+For every seed, two arms train from the same warm start with the same preset:
+
+* **multi**: the preset's K-turn episodes (K >= 2), ``steps`` GRPO steps;
+* **single**: ``turns: 1``, trained until it has generated as many tokens as the multi arm of the
+  same seed did (an equal generation budget, counted from the episodes' own token counts).
+
+Each arm's run is a normal run directory (``OUT/seed-N/ARM``). From its episodes: the first and
+last third of the steps' reward, gate pass and blank-canvas rate of the rewarded painting, each
+with a bootstrap 95 % interval over episodes, and last minus first third. Then the held-out
+`watercolour eval` of the trained adapter against the warm start (the same slots, K turns for
+both arms). Writes ``OUT/learn.json`` (every number) and ``OUT/learn.png`` (reward, gate pass and
+turn gain against step and against generated tokens), and ends each arm and seed with one line::
+
+    learn: arm=NAME seed=N steps=N reward_rise=E(LO..HI) gate_rise=E(LO..HI) eval_final_minus_best_of_k=E(LO..HI)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from multiturn_trainer import evaluation_stats as stats
+
+DEFAULT_CONFIG = "configs/learn.yaml"
+ARMS = ("multi", "single")
+
+
+def thirds(episodes: list[dict[str, Any]]) -> tuple[list[dict], list[dict], int]:
+    """The episodes of the first and the last third of the steps (at least one step each)."""
+    steps = sorted({e["step"] for e in episodes})
+    third = max(1, len(steps) // 3)
+    first, last = set(steps[:third]), set(steps[-third:])
+    return [e for e in episodes if e["step"] in first], [e for e in episodes if e["step"] in last], len(steps)
+
+
+def final_turn(episode: dict[str, Any]) -> dict[str, Any] | None:
+    turns = episode.get("turns") or []
+    return turns[-1] if turns else None
+
+
+def episode_values(episodes: list[dict[str, Any]], what: str) -> list[float | None]:
+    """Per episode: ``reward``, ``gate`` (the rewarded painting passed) or ``blank`` (it failed
+    with the gate's blank_canvas reason). Unscorable episodes (reward None) are left out."""
+    values: list[float | None] = []
+    for episode in episodes:
+        if episode.get("reward") is None:
+            values.append(None)
+            continue
+        turn = final_turn(episode)
+        if what == "reward":
+            values.append(float(episode["reward"]))
+        elif what == "gate":
+            values.append(float(bool(turn and turn.get("passed"))))
+        elif what == "blank":
+            values.append(float(bool(turn and "blank_canvas" in (turn.get("violations") or []))))
+        else:
+            raise ValueError(what)
+    return values
+
+
+def run_figures(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """First third, last third and rise (last minus first) of reward, gate pass and blank rate."""
+    first, last, steps = thirds(episodes)
+    figures: dict[str, Any] = {"steps": steps, "episodes": len(episodes),
+                               "tokens": sum(int(e.get("completion_tokens") or 0) for e in episodes)}
+    for what in ("reward", "gate", "blank"):
+        a, b = episode_values(first, what), episode_values(last, what)
+        figures[what] = {"first_third": stats.bootstrap_mean(a), "last_third": stats.bootstrap_mean(b),
+                         "rise": stats.difference_of_means(b, a)}
+    return figures
+
+
+def curves(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per step: mean reward, gate pass, turn gain and the cumulative generated tokens."""
+    from multiturn_trainer.store import mean, turn_gains
+
+    rows, tokens = [], 0
+    for step in sorted({e["step"] for e in episodes}):
+        chosen = [e for e in episodes if e["step"] == step]
+        tokens += sum(int(e.get("completion_tokens") or 0) for e in chosen)
+        gains = turn_gains(chosen)
+        rows.append({"step": step, "tokens": tokens,
+                     "reward": mean([v for v in episode_values(chosen, "reward") if v is not None]),
+                     "gate": mean([v for v in episode_values(chosen, "gate") if v is not None]),
+                     "turn_gain": mean(gains) if gains else None})
+    return rows
+
+
+class TokenBudget:
+    """A trainer callback that ends training once the run has generated ``budget`` tokens."""
+
+    def __init__(self, store, budget: int):
+        self.store = store
+        self.budget = budget
+
+    def generated(self) -> int:
+        return sum(int(e.get("completion_tokens") or 0) for e in self.store.read_episodes())
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        budget = self
+
+        class Stop(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if budget.generated() >= budget.budget:
+                    control.should_training_stop = True
+                return control
+
+        return Stop()
+
+
+def train_arm(config, token_budget: int | None):
+    """One arm's training run (`watercolour train`'s own path); returns the run's summary."""
+    from multiturn_trainer.train import build_trainer, prepare_run, summarise
+
+    store, _ = prepare_run(config)
+    trainer = build_trainer(config, store)
+    if token_budget is not None:
+        trainer.add_callback(TokenBudget(store, token_budget).callback())
+    try:
+        trainer.train()
+        adapter = store.root / "adapter"
+        trainer.save_model(str(adapter))
+    finally:
+        trainer.painting_envs.close()
+    return summarise(store, adapter)
+
+
+def evaluate(config, checkpoint: Path, out: Path, label: str) -> dict[str, Any]:
+    from agent.subjects import resolve
+    from multiturn_trainer.evaluation import run_eval
+    from multiturn_trainer.policies import local_policy
+
+    eval_config = dataclasses.replace(config, report_to="none")
+    return run_eval(eval_config, local_policy(eval_config, checkpoint), resolve(config.eval_subjects),
+                    config.eval_episodes, out, label=label, progress=False)
+
+
+def eval_figures(report: dict[str, Any]) -> dict[str, Any]:
+    return {"reward_final": report["refine"]["reward_by_turn"][-1], "final_minus_first": report["final_minus_first"],
+            "final_minus_best_of_k": report["final_minus_best_of_k"],
+            "gate_pass_final": report["refine"]["gate_pass_by_turn"][-1]}
+
+
+def interval(summary: dict | None) -> str:
+    from multiturn_trainer.train import format_interval
+
+    return format_interval(summary)
+
+
+def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None, warm: dict | None) -> list[str]:
+    """The printed block of one arm and seed; the last line is the verdict line."""
+    lines = [f"learn: arm={arm} seed={seed}: {figures['steps']} steps, {figures['episodes']} episodes, "
+             f"{figures['tokens']} generated tokens"]
+    for what, name in (("reward", "reward"), ("gate", "gate pass"), ("blank", "blank canvas")):
+        f = figures[what]
+        lines.append(f"  {name:<12} first third {interval(f['first_third'])}  last third {interval(f['last_third'])}"
+                     f"  rise {interval(f['rise'])}")
+    if trained is not None and warm is not None:
+        for key, name in (("reward_final", "final-turn reward"), ("final_minus_first", "turn gain"),
+                          ("final_minus_best_of_k", "final - best of k")):
+            lines.append(f"  held-out {name:<18} trained {interval(trained[key])}  warm start {interval(warm[key])}")
+    best = trained["final_minus_best_of_k"] if trained else None
+    lines.append(f"learn: arm={arm} seed={seed} steps={figures['steps']} reward_rise={interval(figures['reward']['rise'])} "
+                 f"gate_rise={interval(figures['gate']['rise'])} eval_final_minus_best_of_k={interval(best)}")
+    return lines
+
+
+def draw(path: Path, results: list[dict[str, Any]]) -> Path:
+    """Reward, gate pass and turn gain against step (top) and generated tokens (bottom)."""
+    from multiturn_trainer.plots import pyplot, save
+
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), dpi=100)
+    styles = {"multi": "-", "single": "--"}
+    for result in results:
+        rows = result["curve"]
+        label = f"{result['arm']} seed {result['seed']}"
+        for column, key in enumerate(("reward", "gate", "turn_gain")):
+            for row_index, x_key in enumerate(("step", "tokens")):
+                ax = axes[row_index][column]
+                xs = [r[x_key] for r in rows if r[key] is not None]
+                ys = [r[key] for r in rows if r[key] is not None]
+                if xs:
+                    ax.plot(xs, ys, styles.get(result["arm"], "-"), marker=".", label=label)
+    for column, title in enumerate(("reward (mean per step)", "gate pass (rewarded painting)",
+                                    "turn gain (final - turn 1)")):
+        for row_index, xlabel in enumerate(("GRPO step", "generated tokens")):
+            ax = axes[row_index][column]
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel(xlabel)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("bench learn: per-step means, multi-turn (solid) vs single-turn (dashed)", fontsize=11)
+    return save(fig, path)
+
+
+def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: bool = True) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    multi_turns = config.turns if config.turns > 1 else 2
+    from multiturn_trainer.store import RunStore
+    from multiturn_trainer.train import ensure_model
+
+    ensure_model(config)  # the warm start, once, before any arm (each arm would build it otherwise)
+    for seed in seeds:
+        warm = None
+        budget = None
+        for arm in arms:
+            arm_dir = out / f"seed-{seed}" / arm
+            if arm_dir.exists():
+                shutil.rmtree(arm_dir)
+            if arm == "multi":
+                arm_config = dataclasses.replace(config, seed=seed, turns=multi_turns, output_dir=str(arm_dir / "run"),
+                                                 report_to="none", run_name=f"learn-{arm}-{seed}")
+                token_budget = None
+            else:
+                # Equal generation budget: as many tokens as the multi arm of this seed generated
+                # (twice its steps as a ceiling; the callback stops it when the budget is spent).
+                steps = config.steps * multi_turns * 2 if budget else config.steps * multi_turns
+                arm_config = dataclasses.replace(config, seed=seed, turns=1, steps=steps,
+                                                 output_dir=str(arm_dir / "run"), report_to="none",
+                                                 run_name=f"learn-{arm}-{seed}")
+                token_budget = budget
+            arm_started = time.perf_counter()
+            summary = train_arm(arm_config, token_budget)
+            episodes = RunStore(arm_dir / "run", arm_config.name).read_episodes()
+            figures = run_figures(episodes)
+            if arm == "multi":
+                budget = figures["tokens"]
+            trained = warm_figures = None
+            if do_eval:
+                # Both arms are evaluated as K-turn refiners on the same held-out slots.
+                eval_config = dataclasses.replace(arm_config, turns=multi_turns)
+                if warm is None:
+                    warm = eval_figures(evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / "warm-start-eval",
+                                                 "warm start"))
+                warm_figures = warm
+                trained = eval_figures(evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}"))
+            result = {"arm": arm, "seed": seed, "run_dir": str(arm_dir / "run"), "figures": figures,
+                      "eval": {"trained": trained, "warm_start": warm_figures}, "curve": curves(episodes),
+                      "wall_s": round(time.perf_counter() - arm_started, 1)}
+            results.append(result)
+            print("\n".join(arm_lines(arm, seed, figures, trained, warm_figures)), flush=True)
+    report = {"config": dataclasses.asdict(config), "seeds": seeds, "arms": arms, "results": results,
+              "wall_s": round(time.perf_counter() - started, 1)}
+    report["plot"] = str(draw(out / "learn.png", results))
+    (out / "learn.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"learn: wrote {out / 'learn.json'} and {report['plot']} ({report['wall_s']:.0f} s)", flush=True)
+    return report
+
+
+def add_parser(bench_sub) -> None:
+    parser = bench_sub.add_parser(
+        "learn", add_help=False,
+        help="GRPO on the tiny model over seeds, multi-turn vs single-turn at equal generated tokens: does the "
+             "reward rise? (`bench learn --help` lists the options)")
+    parser.set_defaults(func=cmd_bench_learn, own_options=True)
+
+
+def cmd_bench_learn(args) -> int:
+    import argparse
+
+    from multiturn_trainer.config import parse_config
+    from multiturn_trainer.train import _config_or_exit
+
+    argv = list(args.argv)
+    if argv and argv[0] == "learn":
+        argv = argv[1:]
+    own = argparse.ArgumentParser(prog="watercolour bench learn", add_help=False)
+    own.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    own.add_argument("--arms", default="multi,single", help="multi, single or both (default)")
+    own.add_argument("--bench-out", default="out/bench-learn", metavar="DIR", help="where runs and results go")
+    own.add_argument("--no-eval", action="store_true", help="skip the held-out evals")
+    own.add_argument("-h", "--help", action="store_true")
+    known, rest = own.parse_known_args(argv)
+    if known.help:
+        own.print_help()
+        print("\nEvery other option is a config key on top of --config (default "
+              f"{DEFAULT_CONFIG}), as for `watercolour train` (`watercolour train --help` lists them).")
+        return 0
+    config = _config_or_exit("bench learn", lambda: parse_config(rest, prog="watercolour bench learn",
+                                                                 default_config=DEFAULT_CONFIG))
+    seeds = [int(s) for s in known.seeds.split(",") if s.strip()]
+    arms = [a.strip() for a in known.arms.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not seeds:
+        raise SystemExit(f"watercolour bench learn: arms are {', '.join(ARMS)}; seeds a comma-separated list")
+    run_bench(config, seeds, arms, Path(known.bench_out), do_eval=not known.no_eval)
+    return 0

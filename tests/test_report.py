@@ -1,0 +1,107 @@
+"""`watercolour report` and `bench learn`'s figures on run directories with known episodes.
+
+The run directories are written here the way `train` writes them (episodes.jsonl, metrics.jsonl,
+config.yaml, a contact sheet per step), with rewards chosen so the answers are known: one run
+whose reward and gate pass rise, one flat run. Real training runs go through the same reader
+(`bench learn` calls it on every arm)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image
+
+from multiturn_trainer.bench_learn import arm_lines, curves, run_figures
+from watercolour.cli import main
+
+
+def write_run(root: Path, turns: int, rising: bool, steps: int = 6, per_step: int = 12, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    root.mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"turns": turns, "reward_preset": "gate-led"}))
+    episodes, metrics = [], []
+    for step in range(1, steps + 1):
+        pass_rate = (0.2 + 0.6 * (step - 1) / (steps - 1)) if rising else 0.4
+        for index in range(per_step):
+            record_turns = []
+            for turn in range(1, turns + 1):
+                # Exactly round(pass_rate * per_step) of a step's episodes pass, so the rates are known.
+                passed = (index + turn) % per_step < round(pass_rate * per_step)
+                blank = not passed and index % 2 == 0
+                record_turns.append({"turn": turn, "passed": passed, "paint_fraction": 0.1 if passed else 0.0,
+                                     "violations": ["blank_canvas"] if blank else (["render_error"] if not passed else []),
+                                     "reward": (0.6 + 0.4 * rng.random()) if passed else 0.0, "png": None})
+            final = record_turns[-1]
+            episodes.append({"step": step, "group": index // 6, "index": index % 6, "turns": record_turns,
+                             "reward": final["reward"], "completion_tokens": 300 * turns,
+                             "components": {"gate": float(final["passed"]), "length": None,
+                                            "style": 0.5 if final["passed"] else None}})
+        metrics.append({"step": step, "loss": 0.0, "time/generate": 20.0, "time/render": 25.0, "time/score": 1.0,
+                        "time/train": 8.0})
+        sheet = root / "renders" / f"step-{step:05d}" / "contact_sheet.png"
+        sheet.parent.mkdir(parents=True)
+        Image.new("RGB", (64, 32), (200, 80, 60) if step == 1 else (60, 80, 200)).save(sheet)
+    (root / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    (root / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    return root
+
+
+def interval_of(line: str, key: str) -> tuple[float, float, float]:
+    match = re.search(rf"{key}=([+-][0-9.]+)\(([+-][0-9.]+)\.\.([+-][0-9.]+)\)", line)
+    assert match, (key, line)
+    return tuple(float(x) for x in match.groups())
+
+
+def test_learn_figures_find_a_rise_and_no_rise(tmp_path):
+    rising = [json.loads(l) for l in (write_run(tmp_path / "up", 2, True) / "episodes.jsonl").read_text().splitlines()]
+    flat = [json.loads(l) for l in (write_run(tmp_path / "flat", 2, False) / "episodes.jsonl").read_text().splitlines()]
+    up, level = run_figures(rising), run_figures(flat)
+    assert up["steps"] == 6 and up["episodes"] == 72 and up["tokens"] == 72 * 600
+    assert up["reward"]["rise"]["low"] > 0 and up["gate"]["rise"]["low"] > 0
+    assert level["gate"]["rise"]["low"] < 0 < level["gate"]["rise"]["high"]
+    # The printed verdict line carries the same numbers in the fixed format.
+    [*_, verdict] = arm_lines("multi", 3, up, None, None)
+    assert verdict.startswith("learn: arm=multi seed=3 steps=6 reward_rise=")
+    estimate, low, high = interval_of(verdict, "gate_rise")
+    assert estimate == pytest.approx(up["gate"]["rise"]["estimate"], abs=5e-4) and low > 0
+    assert verdict.endswith("eval_final_minus_best_of_k=nan")
+    rows = curves(rising)
+    assert [r["tokens"] for r in rows] == [12 * 600 * s for s in range(1, 7)]
+
+
+def test_report_draws_runs_and_evals_side_by_side(tmp_path, capsys):
+    multi = write_run(tmp_path / "multi", 2, True)
+    single = write_run(tmp_path / "single", 1, False, seed=1)
+    point = lambda e: {"estimate": e, "low": e - 0.1, "high": e + 0.1, "n": 12}  # noqa: E731
+    evaluation = tmp_path / "eval"
+    evaluation.mkdir()
+    (evaluation / "eval.json").write_text(json.dumps({
+        "policy": "trained", "refine": {"reward_by_turn": [point(0.3), point(0.4)]},
+        "independent": {"best_of_k": [point(0.3), point(0.35)]}, "final_minus_first": point(0.1),
+        "final_minus_best_of_k": point(0.05), "final_minus_mean_of_k": point(0.08)}))
+    out = tmp_path / "report"
+    assert main(["report", str(multi), str(single), str(evaluation), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "multi (turns 2, gate-led)" in printed and "single (turns 1, gate-led)" in printed
+    for name in ("reward.png", "turns.png", "turn_gain.png", "eval.png", "index.html", "report.json"):
+        assert (out / name).is_file(), name
+    for name in ("reward.png", "turns.png", "turn_gain.png", "eval.png"):
+        assert Image.open(out / name).size[0] > 600
+    numbers = json.loads((out / "report.json").read_text())
+    [up, flat] = numbers["runs"]
+    assert up["summary"]["gate"]["rise"]["low"] > 0 and flat["turns"] == 1
+    # Wall time and tokens accumulate per step: 54 s and 12 episodes x 600 tokens a step.
+    assert [r["wall_s"] for r in up["rows"]] == [54.0 * s for s in range(1, 7)]
+    assert [r["tokens"] for r in up["rows"]][-1] == 6 * 12 * 600
+    assert {"gate_turn_1", "gate_turn_2", "coverage_turn_2", "style", "gate"} <= set(up["rows"][0])
+    page = (out / "index.html").read_text()
+    # Self-contained: the plots and both runs' first and last contact sheets are embedded.
+    assert page.count("data:image/png;base64,") == 4 + 2 * 2
+    assert "step 1" in page and "step 6" in page
+    with pytest.raises(SystemExit, match="neither a run directory"):
+        main(["report", str(tmp_path), "--out", str(out)])
