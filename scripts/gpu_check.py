@@ -349,6 +349,24 @@ def measure_generate(model, processor, config, generations: int, decode_tokens: 
             "tokens_per_s": round(new * generations / memory.seconds, 1)}
 
 
+def kernels(gpu: bool) -> dict:
+    """Which GatedDeltaNet kernels the model will run. The carried fla wheels are Triton
+    kernels, which need a GPU: on a CPU the check proves they import under these torch and
+    transformers versions, then hides them so the reference path runs (as it does for
+    training on a CPU, where fla is never installed)."""
+    from multiturn_trainer.kernels import gated_delta_net_path
+
+    path = gated_delta_net_path()
+    figures = {"gated_delta_net": path}
+    if not gpu and "fla" in path.values():
+        for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+            del sys.modules[name]
+        sys.modules["fla"] = None  # import fla now raises ImportError: transformers falls back
+        figures["fla_imports"] = True
+        figures["on_cpu"] = "fla hidden: its Triton kernels need a GPU; the reference path runs"
+    return figures
+
+
 def model_shapes(model) -> dict:
     text = model.config.text_config
     layer_types = list(getattr(text, "layer_types", None) or [])
@@ -773,16 +791,11 @@ def main(argv=None) -> int:
                        "architectures": model.config.architectures}
             return figures
 
+        # Before the model is built: transformers picks each kernel when it imports Qwen3.5.
+        report.phase("kernels", kernels, gpu)
         if report.phase("build", build)["status"] != "ok":
             return 1
         model, processor = built["model"], built["processor"]
-
-        def kernels() -> dict:
-            from multiturn_trainer.kernels import gated_delta_net_path
-
-            return {"gated_delta_net": gated_delta_net_path()}
-
-        report.phase("kernels", kernels)
         report.phase("generate_hf", measure_generate, model, processor, config, config.episodes_per_step,
                      args.decode_tokens, gpu, reply_tokens)
         report.phase("memory_plan", measure_memory_plan, model, processor, config, gpu, reply_tokens)
