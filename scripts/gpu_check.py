@@ -59,6 +59,7 @@ GIB = 2**30
 ANCHOR_STEP_S = 1100.0  # the public single-turn run: ~1,100 s per step of 8 rollouts
 ANCHOR_STEPS = 110
 HEADROOM_GIB = 10.0  # what the memory plan must leave free at its worst moment
+COLOCATE_UTILIZATION = 0.5  # the one-card colocate share the 35B preset used to take
 PRESETS = {"35b": "qwen3.5-35b-a3b", "4b": "qwen3.5-4b", "tiny": "qwen3.5-35b-a3b"}
 # Sourced, not measured here: a public vLLM benchmark of an A3B MoE of the same active size
 # (Qwen3-Coder-30B-A3B-Instruct, AWQ, on an RTX 5090, whose 1.8 TB/s is well under the H200's
@@ -139,6 +140,10 @@ def browser_missing() -> str | None:
     if not present("playwright"):
         return "playwright is not installed"
     try:
+        from env.renderer import find_chromium
+
+        if find_chromium():  # a Chromium on PATH, as the renderer picks it
+            return None
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
@@ -255,9 +260,17 @@ class Memory:
 
             figures["peak_gib"] = round(torch.cuda.max_memory_allocated() / GIB, 1)
             figures["reserved_gib"] = round(torch.cuda.max_memory_reserved() / GIB, 1)
-            free, total = torch.cuda.mem_get_info()
-            figures["device_free_gib_after"] = round(free / GIB, 1)
+            figures["free_at_peak_gib"] = round(free_at_peak() / GIB, 1)
         return figures
+
+
+def free_at_peak() -> int:
+    """Bytes the device had free at this phase's peak: free now, less what the allocator held
+    at its peak beyond what it holds now (the CUDA context and other processes are in both)."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    return free - (torch.cuda.max_memory_reserved() - torch.cuda.memory_reserved())
 
 
 def device_free_gib() -> float:
@@ -378,7 +391,7 @@ def model_shapes(model) -> dict:
             "linear_conv_kernel_dim": text.linear_conv_kernel_dim}
 
 
-def plan_arithmetic(config, shapes: dict, weights_gib: float, total_gib: float, train_peak_gib: float | None) -> dict:
+def plan_arithmetic(config, shapes: dict, weights_gib: float, total_gib: float) -> dict:
     """The one-card colocate plan by arithmetic, in vLLM's own terms: vLLM may use
     ``gpu_memory_utilization x total`` (its worker's requested_memory), which must be free when
     it starts; its KV cache gets what is left of that after its weights and profile run.
@@ -403,9 +416,20 @@ def plan_arithmetic(config, shapes: dict, weights_gib: float, total_gib: float, 
             "vllm_kv_room_before_profile_gib": round(share_gib - vllm_weights_gib, 1),
             "training_weights_gib": round(weights_gib, 1), "total_gib": round(total_gib, 1),
             "free_during_generation_gib": round(total_gib - weights_gib - share_gib, 1)}
-    if train_peak_gib is not None:
-        plan["free_during_loss_gib"] = round(total_gib - train_peak_gib, 1)
     return plan
+
+
+SERVER_UTILIZATION = 0.85  # `trl vllm-serve --gpu_memory_utilization` in the two-GPU preset's notes
+
+
+def server_card_arithmetic(config, shapes: dict, weights_gib: float, total_gib: float) -> dict:
+    """The second card of the two-GPU plan: vLLM alone on it, at SERVER_UTILIZATION."""
+    colocated = plan_arithmetic(replace(config, vllm_gpu_memory_utilization=SERVER_UTILIZATION), shapes,
+                                weights_gib, total_gib)
+    return {"gpu_memory_utilization": SERVER_UTILIZATION, "share_gib": colocated["vllm_share_gib"],
+            "kv_room_before_profile_gib": colocated["vllm_kv_room_before_profile_gib"],
+            "needed_kv_cache_gib": colocated["needed_kv_cache_gib"],
+            "free_gib": round(total_gib - colocated["vllm_share_gib"], 1)}
 
 
 def measure_memory_plan(model, processor, config, gpu: bool, reply_tokens: int) -> dict:
@@ -417,16 +441,22 @@ def measure_memory_plan(model, processor, config, gpu: bool, reply_tokens: int) 
 
     shapes = model_shapes(model)
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    figures: dict = {"vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization, "use_vllm": config.use_vllm,
-                     "vllm_mode": config.vllm_mode}
+    colocated = config.use_vllm and config.vllm_mode == "colocate"
+    if not colocated:
+        # The preset generates elsewhere (HF generate, or vLLM on a second card): the share
+        # tested is the one-card colocate plan it replaced, to measure why it was replaced.
+        config = replace(config, vllm_gpu_memory_utilization=COLOCATE_UTILIZATION, vllm_mode="colocate")
+    figures: dict = {"tested": "the preset's colocate share" if colocated else "the one-card colocate plan (not the preset's)",
+                     "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization}
     if gpu:
         free, total = torch.cuda.mem_get_info()
         share = int(config.vllm_gpu_memory_utilization * total)
-        figures["plan"] = plan_arithmetic(config, shapes, weights / GIB, total / GIB, None)
+        figures["plan"] = plan_arithmetic(config, shapes, weights / GIB, total / GIB)
+        figures["two_gpu_server_card"] = server_card_arithmetic(config, shapes, weights / GIB, total / GIB)
         figures["free_before_reservation_gib"] = round(free / GIB, 1)
     else:
         share, total = 4 * 2**20, None
-        figures["plan"] = plan_arithmetic(config, shapes, weights / GIB, weights / GIB * 2, None)
+        figures["plan"] = plan_arithmetic(config, shapes, weights / GIB, weights / GIB * 2)
     reservation = None
     try:
         reservation = torch.empty(share, dtype=torch.uint8, device=next(model.parameters()).device)
@@ -444,7 +474,7 @@ def measure_memory_plan(model, processor, config, gpu: bool, reply_tokens: int) 
         workload = measure_generate(model, processor, config, config.episodes_per_step, 4, gpu, reply_tokens)
         figures["workload"] = {k: workload[k] for k in ("sequences", "prompt_tokens", "decode_tokens", "seconds")}
         if gpu:
-            figures["free_at_worst_gib"] = round(total / GIB - torch.cuda.max_memory_reserved() / GIB, 1)
+            figures["free_at_worst_gib"] = round(free_at_peak() / GIB, 1)
     except torch.OutOfMemoryError as exc:
         figures.update(workload_error=f"out of memory: {str(exc).splitlines()[0]}", free_at_worst_gib=0.0)
     finally:
@@ -493,8 +523,6 @@ def measure_train(model, processor, config, episode, gpu: bool, lora_experts: bo
                                   mm_token_type_ids=images["mm_token_type_ids"]).loss
             loss.backward()
         figures.update(memory.figures())
-        if gpu:
-            figures["free_at_peak_gib"] = round((torch.cuda.mem_get_info()[1] - torch.cuda.max_memory_reserved()) / GIB, 1)
     except torch.OutOfMemoryError as exc:
         figures.update(status="failed", error=f"out of memory: {str(exc).splitlines()[0]}")
     finally:
@@ -546,6 +574,32 @@ def measure_weight_sync(model, config, gpu: bool) -> dict:
         if gpu:
             torch.cuda.empty_cache()
     return figures
+
+
+def memory_verdict(config, report: dict, gpu: bool) -> dict:
+    """The preset's plan at its worst moment on the training card, from the measured phases:
+    the least free memory over its generation (HF generate on this card, or the colocate share
+    beside the weights), its loss pass and its weight sync."""
+    if config.use_vllm and config.vllm_mode == "server":
+        plan, moments = "two GPUs: trl vllm-serve on the second, training on this one", ["train", "weight_sync"]
+    elif config.use_vllm:
+        plan, moments = "one GPU: vLLM colocated, sleeping during the loss pass", ["memory_plan", "train", "weight_sync"]
+    else:
+        plan, moments = "one GPU: HF generate", ["generate_hf", "train"]
+    figures: dict = {"plan": plan, "headroom_gib_required": HEADROOM_GIB}
+    if not gpu:
+        return {**figures, "free_gib_at_worst": None, "note": "no device memory figures on a CPU"}
+    free = {}
+    for moment in moments:
+        phase = report.get(f"train_lora_experts_{str(config.lora_experts).lower()}" if moment == "train" else moment, {})
+        value = phase.get("free_at_worst_gib", phase.get("free_at_peak_gib"))
+        free[moment] = 0.0 if phase.get("status") == "failed" or phase.get("fits") is False and value is None else value
+    measured = {k: v for k, v in free.items() if v is not None}
+    if not measured:
+        return {**figures, "status": "failed", "error": "no phase of the plan measured its memory"}
+    worst = min(measured, key=measured.get)
+    return {**figures, "free_gib": free, "worst_moment": worst, "free_gib_at_worst": measured[worst],
+            "fits": measured[worst] >= HEADROOM_GIB}
 
 
 def vllm_engine():
@@ -803,13 +857,8 @@ def main(argv=None) -> int:
         for lora_experts in (False, True):
             report.phase(f"train_lora_experts_{str(lora_experts).lower()}", measure_train, model, processor, config,
                          episode, gpu, lora_experts)
-        plan = report.data["memory_plan"].get("plan")
-        preset_train = report.data[f"train_lora_experts_{str(config.lora_experts).lower()}"]
-        if plan is not None and gpu and "reserved_gib" in preset_train:
-            # The loss pass's worst moment, now that it is measured, beside the arithmetic.
-            plan["free_during_loss_gib"] = preset_train.get("free_at_peak_gib")
-            report.write()
         report.phase("weight_sync", measure_weight_sync, model, config, gpu)
+        report.phase("memory_verdict", memory_verdict, config, report.data, gpu)
         report.phase("generate_vllm", measure_generate_vllm, model, processor, config, config.episodes_per_step,
                      args.decode_tokens, scratch, gpu)
         report.phase("render", measure_render, config, config.episodes_per_step)
