@@ -189,7 +189,9 @@ def test_gpu_check_under_the_gpu_images_versions(tmp_path):
     assert (versions["torch"], versions["transformers"], versions["accelerate"]) == ("2.11.0", "5.17.0", "1.15.0")
     assert not any(versions[name] for name in ("trl", "datasets", "pydantic", "vllm", "playwright"))
     if os.environ.get("WATERCOLOUR_DEVICE_SITE"):
-        assert versions["flash-linear-attention"] == "0.6.0" and report["kernels"]["fla_imports"] is True and "hidden" in report["kernels"]
+        # The carried kernels import under these versions, then the CPU run hides them.
+        assert versions["flash-linear-attention"] == "0.6.0" and report["kernels"]["fla_imports"] is True
+        assert "hidden" in report["kernels"]
     for phase in ("environment", "kernels", "build", *MODEL_PHASES, "projection"):
         assert report[phase]["status"] == "ok", (phase, report[phase])
     for phase, why in (("generate_vllm", "vLLM"), ("render", "playwright"), ("step", "trl")):
