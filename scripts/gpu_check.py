@@ -180,8 +180,8 @@ def released_shapes(shapes: str):
     recipe for this model (THUDM/slime, scripts/models/qwen3.5-35B-A3B.sh).
     4B: not verified against the release (no copy of its config was at hand offline): a
     Qwen3.5-style dense stack of 4B class (hidden 2560, 32 layers, FFN 9216, the 35B's head
-    layout, a 24-layer vision tower of 1024); ``build`` prints the parameter count to read
-    against 4B."""
+    layout, a 24-layer vision tower of 1024): 5.17 B parameters with untied embeddings (9.6 GiB
+    in bf16), so its memory figures err high; ``build`` prints the count."""
     from multiturn_trainer.tiny_model import TinyTextSizes, TinyVisionSizes
 
     vision = replace(TinyVisionSizes(), depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16,
@@ -203,11 +203,22 @@ def released_shapes(shapes: str):
     return "dense", text, vision
 
 
+def released_config(shapes: str, processor):
+    """The model config at the released shapes, with the offline tokenizer's special-token ids."""
+    from multiturn_trainer.tiny_model import _model_config
+
+    kind, text, vision = released_shapes(shapes)
+    config = _model_config(kind, processor.tokenizer, text, vision)
+    config.text_config.vocab_size = 248_320
+    config.text_config.dtype = "bfloat16"
+    return config
+
+
 def build_policy(shapes: str, scratch: Path):
     import torch
     from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration
 
-    from multiturn_trainer.tiny_model import _model_config, build_tiny_model
+    from multiturn_trainer.tiny_model import build_tiny_model
 
     kind = "dense" if shapes == "4b" else "moe"
     tiny = build_tiny_model(scratch / f"tiny-{kind}", kind=kind, seed=0)
@@ -216,10 +227,7 @@ def build_policy(shapes: str, scratch: Path):
     if shapes == "tiny":
         model = cls.from_pretrained(str(tiny))
     else:
-        kind, text, vision = released_shapes(shapes)
-        config = _model_config(kind, processor.tokenizer, text, vision)
-        config.text_config.vocab_size = 248_320
-        config.text_config.dtype = "bfloat16"
+        config = released_config(shapes, processor)
         processor.image_processor.size = {"shortest_edge": 56 * 56, "longest_edge": 600 * 600}
         processor.image_processor.max_pixels = 600 * 600
         with torch.device("cuda"):

@@ -134,6 +134,30 @@ def test_vllm_prompt_has_one_placeholder_per_image(tmp_path, monkeypatch):
     assert [image_pad_runs(p["prompt_token_ids"], pad) for p in llm.prompts] == [[1], [1]]
 
 
+def test_released_shapes_have_the_released_parameter_count(tmp_path):
+    """Built on the meta device (no memory): the 35B-A3B shapes give the 35.1 B parameters and
+    65.4 GiB of bf16 weights measured on the H200; the 4B-class shapes give 5.17 B."""
+    import torch
+    from transformers import AutoProcessor, Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration
+
+    from multiturn_trainer.tiny_model import build_tiny_model
+
+    gpu_check = load_script()
+    for shapes, kind, cls, billions in (("35b", "moe", Qwen3_5MoeForConditionalGeneration, 35.107),
+                                        ("4b", "dense", Qwen3_5ForConditionalGeneration, 5.175)):
+        processor = AutoProcessor.from_pretrained(str(build_tiny_model(tmp_path / kind, kind=kind, seed=0)))
+        with torch.device("meta"):
+            model = cls._from_config(gpu_check.released_config(shapes, processor), dtype=torch.bfloat16)
+        parameters = sum(p.numel() for p in model.parameters())
+        assert parameters / 1e9 == pytest.approx(billions, abs=0.001), shapes
+        if shapes == "35b":
+            assert parameters * 2 / 2**30 == pytest.approx(65.4, abs=0.05)
+            assert gpu_check.model_shapes(model) == {
+                "full_attention_layers": 10, "linear_attention_layers": 30, "num_key_value_heads": 2, "head_dim": 256,
+                "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+                "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+
+
 def test_memory_plan_arithmetic_at_the_released_shapes():
     """The README's memory plan, from the same function the check reports: the 35B's KV cache
     per token and for 8 x 16k tokens, and why the one-card colocate share leaves too little."""
