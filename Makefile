@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 
-.PHONY: setup test test-fast demo bench chromium clean
+.PHONY: setup test test-fast demo bench chromium clean rehearse-device
 
 setup: $(PY_STAMP) $(NPM_STAMP) chromium
 
@@ -31,6 +31,32 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
+# The lent GPU machine's image, rehearsed on this CPU: its torch, transformers, accelerate and
+# peft versions without TRL, datasets, pydantic, vLLM or a browser, plus the wheel folder that
+# travels there (scripts/device_wheels.sh), running `gpu_check.py --shapes tiny` end to end.
+# The image runs Python 3.12; this machine has 3.11 only, so numpy is 2.4.6 (2.5.x needs 3.12).
+# PyPI's torch 2.11.0 is a CUDA build: it imports only with its nvidia-* libraries (~4.6 GB venv).
+DEVICE_VENV := .venv-device
+DEVICE_STAMP := $(DEVICE_VENV)/.installed
+DEVICE_PACKAGES := torch==2.11.0 torchvision==0.26.0 transformers==5.17.0 accelerate==1.15.0 peft==0.21.2 \
+	numpy==2.4.6 safetensors==0.8.0 tokenizers==0.23.2 huggingface_hub==1.33.0 pillow pyyaml einops jinja2
+
+$(DEVICE_STAMP): Makefile scripts/device_wheels.sh
+	@test -x $(DEVICE_VENV)/bin/python || $(PYTHON) -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/python -m pip install -q $(DEVICE_PACKAGES)
+	@# The image has none of these; huggingface_hub's CLI pulls pydantic in through typer here.
+	$(DEVICE_VENV)/bin/python -m pip uninstall -y -q pydantic pydantic-core trl datasets vllm playwright || true
+	rm -rf $(DEVICE_VENV)/wheels $(DEVICE_VENV)/site
+	PYTHON=$(DEVICE_VENV)/bin/python bash scripts/device_wheels.sh $(DEVICE_VENV)/wheels
+	@# Installed as on the GPU machine: into a --target folder put on PYTHONPATH.
+	$(DEVICE_VENV)/bin/python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+		--target $(DEVICE_VENV)/site $(DEVICE_VENV)/wheels/*.whl
+	@touch $@
+
+rehearse-device: setup $(DEVICE_STAMP)
+	WATERCOLOUR_DEVICE_PYTHON=$(DEVICE_VENV)/bin/python WATERCOLOUR_DEVICE_SITE=$(abspath $(DEVICE_VENV)/site) \
+		$(PY) -m pytest -q tests/test_gpu_check.py -k under_the_gpu_images
+
 demo: setup
 	$(PY) -m watercolour.cli demo
 
@@ -38,4 +64,4 @@ bench: setup
 	$(PY) -m watercolour.cli bench render
 
 clean:
-	rm -rf $(VENV) node_modules out .pytest_cache
+	rm -rf $(VENV) $(DEVICE_VENV) node_modules out .pytest_cache

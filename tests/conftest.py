@@ -17,7 +17,9 @@ SLOW_FIXTURES = {"dense_policy", "moe_policy"}
 # Measured over 5 s each (`pytest --durations=0`, 2 cores), without those fixtures.
 SLOW_TESTS = {
     "test_revision_examples_show_real_failures_and_their_repair",  # 10 s (8 renders)
-    "test_gpu_check_script_runs_its_path_on_cpu_with_tiny_shapes",  # 35 s
+    "test_gpu_check_runs_every_phase_on_cpu_with_tiny_shapes",  # 306-342 s with other work running (load 12-14)
+    "test_gpu_check_json_keeps_the_finished_phases_when_killed",  # 36-47 s, same conditions
+    "test_gpu_check_under_the_gpu_images_versions",  # its own lane (make rehearse-device), 88-142 s
     "test_trainer_killed_with_sigkill_mid_step_resumes_without_losing_or_repeating_episodes",  # 23 s
     "test_load_from_client_processes_completes_every_session_and_counts_refusals",  # 22 s
     "test_no_request_leaves_the_page",  # 18 s
