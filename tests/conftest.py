@@ -34,6 +34,11 @@ SLOW_TESTS = {
     "test_three_concurrent_sessions_keep_independent_episodes",  # 5 s
     "test_runaway_loop_is_killed_and_pool_keeps_serving",  # 5 s
     "test_build_from_an_openai_compatible_endpoint",  # 5 s
+    # The real-vLLM lane (tests/test_vllm_real.py; skipped where vLLM is not installed): an
+    # engine start compiles the model (minutes on 2 cores), a training run starts its own.
+    "test_colocated_grpo_trains_against_the_real_engine",
+    "test_vllm_renders_one_pad_per_image_into_exactly_the_hf_ids",
+    "test_sampler_and_trainer_log_probs_mean_the_same_only_without_truncation",
 }
 
 

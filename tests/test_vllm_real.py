@@ -79,7 +79,7 @@ def hf_and_engine(vllm_tiny_model):
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_PORT", "29517")
     llm = vllm.LLM(model=str(vllm_tiny_model), max_model_len=4096, max_num_batched_tokens=4096,
-                   gpu_memory_utilization=0.05, enable_sleep_mode=False, seed=0,
+                   gpu_memory_utilization=0.1, enable_sleep_mode=False, seed=0,
                    distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs")
     return model, processor, llm
 

@@ -40,7 +40,7 @@ def main(model: str, run_dir: str) -> None:
         # machine's memory (on CPU gpu_memory_utilization is the share of RAM it reserves).
         config = tiny_config(Path(model), Path(run_dir), use_vllm=True, steps=2, save_steps=10, top_k=0,
                              top_p=1.0, micro_batch_size=1, vllm_enable_sleep_mode=False,
-                             vllm_gpu_memory_utilization=0.05, max_completion_length=48, temperature=1.0)
+                             vllm_gpu_memory_utilization=0.15, max_completion_length=48, temperature=1.0)
         summary = train(config, environments=environments)
     print("RESULT " + json.dumps({"steps": summary.steps, "run_dir": str(summary.run_dir), "sent": sent}), flush=True)
 
