@@ -65,6 +65,8 @@ def test_colocated_grpo_trains_against_the_real_engine(vllm_tiny_model, tmp_path
         assert record["sampling/with_images/logp_difference_max"] < 0.05
         assert abs(record["sampling/with_images/importance_sampling_ratio_mean"] - 1.0) < 0.02
         assert math.isfinite(record["loss"])
+    # Step 1 trained (the rewards differed), so step 2 sampled from the weights synced after it.
+    assert metrics[0]["episode/reward_std"] > 0 and metrics[0]["grad_norm"] > 0
 
 
 @pytest.fixture(scope="module")

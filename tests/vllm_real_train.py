@@ -35,12 +35,17 @@ def main(model: str, run_dir: str) -> None:
 
     vllm.LLM.generate = recording_generate
     with SketchEvaluator(size=1, deadline_s=60) as evaluator:
-        environments = ForcedPaintings(InProcessEnvironments(evaluator=evaluator, deadline_s=60), [[True, True]] * 2)
+        # Both episodes paint in turn 1 (so each turn-2 prompt carries an image); only the first
+        # paints in turn 2, so the group's rewards differ, step 1 updates the adapter and step 2
+        # samples from the merged weights pushed after that update.
+        environments = ForcedPaintings(InProcessEnvironments(evaluator=evaluator, deadline_s=60),
+                                       [[True, True], [True, False]])
         # The CPU engine: no sleep mode (the CPU backend has none) and a small share of the
         # machine's memory (on CPU gpu_memory_utilization is the share of RAM it reserves).
         config = tiny_config(Path(model), Path(run_dir), use_vllm=True, steps=2, save_steps=10, top_k=0,
                              top_p=1.0, micro_batch_size=1, vllm_enable_sleep_mode=False,
-                             vllm_gpu_memory_utilization=0.15, max_completion_length=48, temperature=1.0)
+                             vllm_gpu_memory_utilization=0.15, max_completion_length=48, temperature=1.0,
+                             learning_rate=1e-2)
         summary = train(config, environments=environments)
     print("RESULT " + json.dumps({"steps": summary.steps, "run_dir": str(summary.run_dir), "sent": sent}), flush=True)
 
