@@ -40,7 +40,11 @@ def vllm_tiny_model(tmp_path_factory) -> Path:
 
 
 def test_colocated_grpo_trains_against_the_real_engine(vllm_tiny_model, tmp_path):
-    """``train()`` with ``use_vllm: true`` and the real engine, 2 steps x 2 turns, paintings in turn 2."""
+    """``train()`` with ``use_vllm: true`` and the real engine, 2 steps x 2 turns, paintings in turn 2.
+    The lane's environment has no openenv (vLLM's mcp>=2 excludes it): the in-process path needs none."""
+    import importlib.util
+
+    assert importlib.util.find_spec("openenv") is None
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
     done = subprocess.run([sys.executable, str(HERE / "vllm_real_train.py"), str(vllm_tiny_model), str(tmp_path / "run")],
                           env=env, capture_output=True, text=True, timeout=1200)
