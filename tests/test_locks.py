@@ -41,3 +41,22 @@ def test_checkpointing_switch_is_passed_by_the_name_the_installed_transformers_k
     [(name, value)] = checkpointing_argument(True).items()
     assert value is True and name in {f.name for f in dataclasses.fields(TrainingArguments)}
     TrainingArguments(output_dir="unused", use_cpu=True, **checkpointing_argument(False))
+
+
+def test_a_gpu_run_is_warned_about_the_delta_rule_kernels_only(monkeypatch):
+    """causal-conv1d is in no extra (source-only); flash-linear-attention is the kernels extra."""
+    import warnings
+    from types import SimpleNamespace
+
+    from multiturn_trainer import kernels
+
+    model = SimpleNamespace(config=SimpleNamespace(text_config=SimpleNamespace(layer_types=["linear_attention"])))
+    with_fla = {"chunk_gated_delta_rule": "fla", "fused_recurrent_gated_delta_rule": "fla",
+                "causal_conv1d_fn": kernels.REFERENCE, "causal_conv1d_update": kernels.REFERENCE}
+    monkeypatch.setattr(kernels, "gated_delta_net_path", lambda: with_fla)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "causal_conv1d_fn=reference PyTorch" in kernels.announce_kernels(model, gpu=True)
+    monkeypatch.setattr(kernels, "gated_delta_net_path", lambda: dict.fromkeys(with_fla, kernels.REFERENCE))
+    with pytest.warns(RuntimeWarning, match=r"\.\[kernels\]"):
+        kernels.announce_kernels(model, gpu=True)
