@@ -118,7 +118,7 @@ class StandInLLM:
             raise AssertionError(f"vLLM stand-in: {len(runs)} runs of image tokens but no multi_modal_data")
         else:
             inputs = {"input_ids": torch.tensor([ids])}
-        self.requests.append({"prompt_token_ids": ids, "images": len(images), "max_tokens": params.max_tokens,
+        self.requests.append({"prompt_token_ids": list(prompt["prompt_token_ids"]), "images": len(images), "max_tokens": params.max_tokens,
                               "logprobs": params.logprobs, "n": params.n})
         tokenizer = self.processor.tokenizer
         with torch.no_grad():
