@@ -42,7 +42,9 @@ COPY watercolour ./watercolour
 COPY configs ./configs
 COPY examples ./examples
 COPY pools/starter ./pools/starter
-RUN pip install --no-cache-dir .
+# The OpenEnv server needs the `serve` extra (openenv); the CPU stack's versions from its lock.
+COPY locks ./locks
+RUN pip install --no-cache-dir -c locks/cpu.txt '.[serve]'
 
 # The installed packages live in site-packages, away from node_modules, so the renderer is
 # told where the pinned libraries and the browser are.

@@ -150,7 +150,15 @@ class TrainConfig:
     vllm_enable_sleep_mode: bool = True
     """Colocate: vLLM frees its weights and KV cache while the loss pass runs."""
     vllm_importance_sampling_correction: bool = True
-    """Correct for vLLM's sampling distribution differing from the training model's (TRL's TIS)."""
+    """Correct for vLLM's sampling distribution differing from the training model's (TRL's TIS).
+    vLLM reports log-probs after top-k/top-p and the trainer's are over the full distribution, so
+    with the correction on, sampling must not truncate (top_k 0, top_p 1)."""
+    vllm_importance_sampling_mode: str = "token_truncate"
+    """TRL's ratio: token_truncate (each token's ratio capped at the clip maximum) or TRL's
+    sequence_mask, token_mask, sequence_truncate. A sequence ratio multiplies one small kernel
+    mismatch per token over an episode's thousands of tokens; a token ratio does not."""
+    vllm_importance_sampling_clip_max: float = 3.0
+    """The cap (truncate modes) or upper mask bound (mask modes) of the ratio (TRL's default)."""
     vllm_server_base_url: str | None = None
     """Server mode: the ``trl vllm-serve`` URL (default http://localhost:8000 on the trainer's side)."""
 
@@ -198,6 +206,16 @@ class TrainConfig:
             raise ValueError("eval_batch_size must be >= 1")
         if self.steps < 1 or self.prompts_per_step < 1:
             raise ValueError("steps and prompts_per_step must be >= 1")
+        if self.use_vllm and self.vllm_importance_sampling_correction and (
+                self.top_k not in (0, -1) or self.top_p < 1.0):
+            # vLLM's sampler log-probs are "processed" (after temperature, top-k and top-p; TRL
+            # asks for that), the trainer's apply temperature only: every token's ratio would be
+            # off by the probability mass top-k/top-p kept, a product toward 0 over a sequence.
+            raise ValueError(
+                f"use_vllm with vllm_importance_sampling_correction needs untruncated sampling (top_k 0, top_p 1; "
+                f"got top_k {self.top_k}, top_p {self.top_p}): vLLM's sampling log-probs are taken after top-k/top-p, "
+                "the trainer's over the full distribution. Set --top-k 0 --top-p 1, or turn the correction off "
+                "(--vllm-importance-sampling-correction false)")
         episodes = self.episodes_per_step
         if self.micro_batch_size is not None and (self.micro_batch_size < 1 or episodes % self.micro_batch_size):
             raise ValueError(

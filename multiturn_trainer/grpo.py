@@ -77,7 +77,50 @@ class TrainerPolicy:
         return [list(ids) for ids in self.trainer._tokenize_prompts(prompts)[0]]
 
     def generate(self, contexts, images, fields):
-        return self.trainer._generate_single_turn(contexts, images, fields, 1)
+        trainer = self.trainer
+        if trainer.use_vllm and trainer.args.vllm_mode == "colocate" and self.image_pad_token_id is not None:
+            # The episode contexts hold one <|image_pad|> per image token (what the loss pass
+            # needs), but a colocated vLLM engine renders the prompt itself from token ids plus
+            # ``multi_modal_data``: it expects one pad per image and expands it again. Fed the
+            # expanded runs it silently builds a longer, wrong prompt (two images: the second
+            # one inside the first one's run). Server mode keeps the expanded ids: there TRL
+            # places precomputed image features on the runs it finds.
+            contexts = [collapse_image_pads(ids, self.image_pad_token_id) for ids in contexts]
+        return trainer._generate_single_turn(contexts, images, fields, 1)
+
+
+def reload_weights_on_cpu(generation) -> None:
+    """On vLLM's CPU backend, push the (LoRA-merged) weights through ``reload_weights``.
+
+    The CPU backend repacks linear weights for its kernels after loading them, so TRL's
+    per-tensor ``model.load_weights`` sync into the live model fails there; the model runner's
+    ``reload_weights`` takes the same checkpoint-format stream and loads and repacks it as at
+    start-up. On a GPU, TRL's own sync is left as it is.
+    """
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # TRL was handed another engine (the tests' stand-in)
+        return
+    if not current_platform.is_cpu():
+        return
+    llm = generation.llm
+    runner = llm.llm_engine.model_executor.driver_worker.model_runner
+
+    def sync_weights():
+        runner.reload_weights(weights_iterator=generation._iter_named_params(), is_checkpoint_format=True)
+        llm.reset_prefix_cache()
+
+    generation.sync_weights = sync_weights
+
+
+def collapse_image_pads(ids: list[int], image_pad_id: int) -> list[int]:
+    """``ids`` with each run of ``image_pad_id`` shortened to one token (one per image)."""
+    out: list[int] = []
+    for token in ids:
+        if token == image_pad_id and out and out[-1] == image_pad_id:
+            continue
+        out.append(token)
+    return out
 
 
 class MultiTurnGRPOTrainer(GRPOTrainer):
@@ -95,6 +138,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # rollout_func is "experimental" in TRL; we pin TRL and test the members we use instead.
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
+        if self.use_vllm and self.args.vllm_mode == "colocate":
+            reload_weights_on_cpu(self.vllm_generation)
 
     # --- episodes ------------------------------------------------------------------------
     def run_episodes(self, prompts: list) -> dict[str, Any]:

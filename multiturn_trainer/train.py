@@ -200,6 +200,8 @@ def grpo_args(config: TrainConfig, store: RunStore):
             vllm_max_model_length=config.vllm_max_model_length or config.episode_token_budget(),
             vllm_enable_sleep_mode=config.vllm_enable_sleep_mode and config.vllm_mode == "colocate",
             vllm_importance_sampling_correction=config.vllm_importance_sampling_correction,
+            vllm_importance_sampling_mode=config.vllm_importance_sampling_mode,
+            vllm_importance_sampling_clip_max=config.vllm_importance_sampling_clip_max,
         )
         if config.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = config.vllm_server_base_url

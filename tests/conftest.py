@@ -47,6 +47,11 @@ SLOW_TESTS = {
     "test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls",  # 537 s: 2 runs of 6 steps
     "test_zero_learning_rate_moves_nothing",  # 84 s at 3 steps of 16; now 2 steps of 8
     "test_a_group_with_one_reward_gets_zero_advantages",  # 13 s
+    # The real-vLLM lane (tests/test_vllm_real.py; skipped where vLLM is not installed): an
+    # engine start compiles the model (minutes on 2 cores), a training run starts its own.
+    "test_colocated_grpo_trains_against_the_real_engine",
+    "test_vllm_renders_one_pad_per_image_into_exactly_the_hf_ids",
+    "test_sampler_and_trainer_log_probs_mean_the_same_only_without_truncation",
 }
 
 

@@ -78,7 +78,15 @@ def test_model_presets_follow_the_public_recipe():
     assert big.model == "Qwen/Qwen3.5-35B-A3B"
     assert (big.learning_rate, big.lr_scheduler_type, big.warmup_steps, big.scale_rewards) == (
         5e-5, "constant_with_warmup", 5, "none")
-    assert (big.num_generations, big.top_p, big.top_k, big.steps, big.lora_target_modules) == (8, 0.95, 20, 110, "all-linear")
+    assert (big.num_generations, big.steps, big.lora_target_modules) == (8, 110, "all-linear")
+    # Not the recipe's top-p 0.95 / top-k 20: under vLLM with importance sampling the presets
+    # sample untruncated, so sampler and trainer log-probs mean the same (tests/test_vllm_real.py).
+    assert not big.use_vllm and (big.top_p, big.top_k) == (1.0, 0)  # one card: HF generate (memory plan)
+    for preset in (load_config(ROOT / "configs" / "qwen3.5-35b-a3b-2gpu.yaml"),
+                   load_config(ROOT / "configs" / "qwen3.5-4b.yaml"),
+                   load_config(ROOT / "configs" / "qwen3.5-4b-single-turn.yaml")):
+        assert preset.use_vllm and (preset.top_p, preset.top_k) == (1.0, 0)
+        assert preset.vllm_importance_sampling_mode == "token_truncate"
     assert big.lora_vision is False
     small = load_config(ROOT / "configs" / "qwen3.5-4b.yaml")
     assert small.model == "Qwen/Qwen3.5-4B"

@@ -1,17 +1,21 @@
 """``use_vllm: true`` driven through ``trainer.train()`` against the vLLM stand-in.
 
-vLLM does not install on a CPU machine, so ``tests/vllm_standin.py`` implements the exact
-surface TRL's colocate path calls and checks what it receives. Before the fix this path died
-on its first step: the rollout returned no log-probs and TRL's importance-sampling correction
-subtracted None.
+The stand-in (``tests/vllm_standin.py``) implements the surface TRL's colocate path calls and
+rejects what vLLM 0.31 rejects; it covers what needs a GPU (sleep mode, TRL's in-place weight
+push). The real engine, where a CPU build of vLLM is installed, is in tests/test_vllm_real.py.
+Before the fix this path died on its first step: the rollout returned no log-probs and TRL's
+importance-sampling correction subtracted None.
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import vllm_standin
 from helpers import tiny_config
+from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.grpo import collapse_image_pads
 from multiturn_trainer.store import RunStore
 from multiturn_trainer.train import train
 from test_microbatch import ForcedPaintings
@@ -35,8 +39,10 @@ def test_vllm_colocate_multi_turn_step_with_images_and_sleep_mode(monkeypatch, d
     # Weights reach vLLM under the model's own names (LoRA merged), after every level-2 sleep.
     assert llm.loaded and all(".lora_" not in name for name in llm.loaded)
     assert ("sleep", 2) in llm.events and ("wake_up", ("weights",)) in llm.events
-    # Two steps x two turns x two episodes; turn-2 prompts carry the painting as an image.
+    # Two steps x two turns x two episodes; turn-2 prompts carry the painting as an image, as
+    # one <|image_pad|> per image (the stand-in refuses expanded runs, like vLLM's rendering).
     assert [r["images"] for r in llm.requests] == [0, 0, 1, 1] * 2
+    assert [r["prompt_token_ids"].count(llm.image_pad_id) for r in llm.requests] == [0, 0, 1, 1] * 2
     assert all(r["max_tokens"] == config.max_completion_length for r in llm.requests)
 
     metrics = RunStore(summary.run_dir, "run").read_metrics()
@@ -48,3 +54,28 @@ def test_vllm_colocate_multi_turn_step_with_images_and_sleep_mode(monkeypatch, d
         # TRL's own figure (log-probs without the images) is what the recomputation replaced.
         assert record["sampling/sampling_logp_difference/max"] > record["sampling/with_images/logp_difference_max"]
     assert torch.isfinite(torch.tensor([r["loss"] for r in metrics])).all()
+
+
+def test_each_image_pad_run_collapses_to_one_pad_and_other_tokens_stay():
+    pad = 7
+    ids = [1, 5, pad, pad, pad, 6, 2, 5, pad, pad, 6, 3]
+    assert collapse_image_pads(ids, pad) == [1, 5, pad, 6, 2, 5, pad, 6, 3]
+    assert collapse_image_pads([1, 2, 3], pad) == [1, 2, 3]
+
+
+def test_standin_sampling_params_refuse_keywords_vllm_does_not_know():
+    vllm_standin.SamplingParams(n=1, temperature=1.0, top_k=0, top_p=1.0, max_tokens=8, logprobs=0)
+    with pytest.raises(TypeError, match="top_kk"):
+        vllm_standin.SamplingParams(top_kk=0)
+
+
+def test_vllm_with_importance_sampling_refuses_truncated_sampling(tmp_path):
+    """vLLM's sampling log-probs come after top-k/top-p; the trainer's over the full distribution."""
+    base = dict(model="m", output_dir=str(tmp_path), subjects=["a red apple"], use_vllm=True)
+    with pytest.raises(ValueError, match="top_k 0, top_p 1"):
+        TrainConfig(**base, top_k=20, top_p=0.95)
+    with pytest.raises(ValueError, match="top_k 0, top_p 1"):
+        TrainConfig(**base, top_k=0, top_p=0.95)
+    TrainConfig(**base, top_k=0, top_p=1.0)
+    TrainConfig(**base, top_k=20, top_p=0.95, vllm_importance_sampling_correction=False)
+    TrainConfig(**dict(base, use_vllm=False), top_k=20, top_p=0.95)

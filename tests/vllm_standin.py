@@ -5,9 +5,11 @@ It implements exactly the surface ``trl.generation.vllm_generation.VLLMGeneratio
 ``{"prompt_token_ids", "multi_modal_data"}`` rows, ``SamplingParams(**kwargs)``, per-token
 ``logprobs`` (``{token_id: Logprob(logprob, rank)}``), ``sleep(level)``, ``wake_up(tags)``,
 ``reset_prefix_cache()`` and ``llm_engine.model_executor.driver_worker.model_runner.model.load_weights``
-— and asserts what it is sent: token prompts whose runs of image tokens match the images
-given (count and size), weights pushed under names the model has, no generation while its
-weights are asleep. It samples with a real copy of the policy (the weights TRL pushes), so
+— and asserts what it is sent, rejecting what vLLM 0.31 rejects or silently gets wrong: token
+prompts with one ``<|image_pad|>`` per image given (vLLM expands each itself), ``SamplingParams``
+keywords vLLM knows, weights pushed under names the model has, no generation while its weights
+are asleep. It exists for what needs a GPU (sleep mode, the in-place weight push TRL does on
+CUDA); tests/test_vllm_real.py runs the real engine where a CPU build of vLLM is installed. It samples with a real copy of the policy (the weights TRL pushes), so
 the log-probs it returns are the sampler's and the trainer's ratio must come out at 1.
 """
 
@@ -18,8 +20,24 @@ from types import SimpleNamespace
 import torch
 
 
+# vLLM 0.31.0's ``SamplingParams`` fields (a msgspec Struct: an unknown keyword is a TypeError
+# there, so it is one here; tests/test_vllm_real.py checks this list against the real class).
+SAMPLING_PARAMS_FIELDS = frozenset((
+    "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "watermarking", "top_p",
+    "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs",
+    "prompt_logprobs", "prompt_logprob_token_ids", "prompt_logprob_start", "logprob_token_ids", "flat_logprobs",
+    "detokenize", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output",
+    "output_kind", "stream_interval", "skip_clone", "output_text_buffer_length", "structured_outputs", "logit_bias",
+    "allowed_token_ids", "extra_args", "bad_words", "skip_reading_prefix_cache", "thinking_token_budget",
+    "repetition_detection", "routed_experts_prompt_start", "trace_decode_token_ids",
+))
+
+
 class SamplingParams:
     def __init__(self, **kwargs):
+        unknown = sorted(set(kwargs) - SAMPLING_PARAMS_FIELDS)
+        if unknown:
+            raise TypeError(f"Unexpected keyword argument(s) {unknown} (vLLM 0.31 SamplingParams)")
         self.__dict__.update(kwargs)
 
 
@@ -84,17 +102,23 @@ class StandInLLM:
         images = (prompt.get("multi_modal_data") or {}).get("image")
         images = [] if images is None else (images if isinstance(images, list) else [images])
         runs = _runs(ids, self.image_pad_id)
-        inputs = {"input_ids": torch.tensor([ids])}
         if images:
+            # Like vLLM's prompt rendering: one <|image_pad|> per image, expanded here to the
+            # image's token count (vLLM expands an expanded run again, silently).
             encoded = self.processor.image_processor(images=images, return_tensors="pt")
             sizes = [int(g.prod()) // self.merge for g in encoded["image_grid_thw"]]
-            if runs != sizes:
-                raise AssertionError(f"vLLM stand-in: image token runs {runs} for images of {sizes} tokens")
+            if runs != [1] * len(images):
+                raise AssertionError(f"vLLM stand-in: image token runs {runs} for {len(images)} images "
+                                     "(vLLM takes one <|image_pad|> per image and expands it itself)")
+            ids = _expand(ids, self.image_pad_id, sizes)
+            inputs = {"input_ids": torch.tensor([ids])}
             inputs.update(pixel_values=encoded["pixel_values"], image_grid_thw=encoded["image_grid_thw"],
                           mm_token_type_ids=(inputs["input_ids"] == self.image_pad_id).long())
         elif runs:
             raise AssertionError(f"vLLM stand-in: {len(runs)} runs of image tokens but no multi_modal_data")
-        self.requests.append({"prompt_token_ids": ids, "images": len(images), "max_tokens": params.max_tokens,
+        else:
+            inputs = {"input_ids": torch.tensor([ids])}
+        self.requests.append({"prompt_token_ids": list(prompt["prompt_token_ids"]), "images": len(images), "max_tokens": params.max_tokens,
                               "logprobs": params.logprobs, "n": params.n})
         tokenizer = self.processor.tokenizer
         with torch.no_grad():
@@ -111,6 +135,13 @@ class StandInLLM:
         logprobs = [{token: SimpleNamespace(logprob=float(torch.log_softmax(score[0].float(), -1)[token]), rank=1)}
                     for token, score in zip(tokens, out.scores)]
         return SimpleNamespace(prompt_token_ids=ids, outputs=[SimpleNamespace(token_ids=tokens, logprobs=logprobs)])
+
+
+def _expand(ids: list[int], token: int, sizes: list[int]) -> list[int]:
+    out, images = [], iter(sizes)
+    for t in ids:
+        out.extend([t] * next(images) if t == token else [t])
+    return out
 
 
 def _runs(ids: list[int], token: int) -> list[int]:

@@ -1,0 +1,59 @@
+"""One real colocated-vLLM GRPO run through ``train()``, in a process of its own.
+
+tests/test_vllm_real.py runs this file as a script: vLLM registers its own Qwen3.5 config
+class when its engine starts, after which transformers loads Qwen3.5 checkpoints wrongly in
+that process, so the training run (which loads the HF policy, then starts the engine) gets a
+fresh process. Prints one JSON line: the run's summary and what the engine was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main(model: str, run_dir: str) -> None:
+    import vllm
+
+    from env.core import SketchEvaluator
+    from helpers import tiny_config
+    from multiturn_trainer.environments import InProcessEnvironments
+    from multiturn_trainer.train import train
+    from test_microbatch import ForcedPaintings
+
+    sent: list[dict] = []
+    generate = vllm.LLM.generate
+
+    def recording_generate(self, prompts, *args, **kwargs):
+        for prompt in prompts:
+            sent.append({"prompt_token_ids": list(prompt["prompt_token_ids"]),
+                         "images": len(_images(prompt.get("multi_modal_data")))})
+        return generate(self, prompts, *args, **kwargs)
+
+    vllm.LLM.generate = recording_generate
+    with SketchEvaluator(size=1, deadline_s=60) as evaluator:
+        # Both episodes paint in turn 1 (so each turn-2 prompt carries an image); only the first
+        # paints in turn 2, so the group's rewards differ, step 1 updates the adapter and step 2
+        # samples from the merged weights pushed after that update.
+        environments = ForcedPaintings(InProcessEnvironments(evaluator=evaluator, deadline_s=60),
+                                       [[True, True], [True, False]])
+        # The CPU engine: no sleep mode (the CPU backend has none) and a small share of the
+        # machine's memory (on CPU gpu_memory_utilization is the share of RAM it reserves).
+        config = tiny_config(Path(model), Path(run_dir), use_vllm=True, steps=2, save_steps=10, top_k=0,
+                             top_p=1.0, micro_batch_size=1, vllm_enable_sleep_mode=False,
+                             vllm_gpu_memory_utilization=0.15, max_completion_length=48, temperature=1.0,
+                             learning_rate=1e-2)
+        summary = train(config, environments=environments)
+    print("RESULT " + json.dumps({"steps": summary.steps, "run_dir": str(summary.run_dir), "sent": sent}), flush=True)
+
+
+def _images(data) -> list:
+    images = (data or {}).get("image")
+    return [] if images is None else (images if isinstance(images, list) else [images])
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
