@@ -169,7 +169,9 @@ def test_hostile_sketches_are_rejected(path: Path) -> None:
 @pytest.mark.parametrize("path", fixture_files("runtime_hostile"), ids=lambda path: path.name)
 def test_runtime_only_hostile_sketches_pass_the_static_gate(path: Path) -> None:
     expected, reply = read_fixture(path)
-    assert expected in REASON_CODES
+    # A fixture may expect one of several codes ("render_crashed|memory_limit": which limit a
+    # heap bomb meets first depends on the machine); each must be a known code.
+    assert all(code in REASON_CODES for code in expected.split("|"))
     verdict = static_gate(reply)
     assert verdict.passed, verdict.details
 
