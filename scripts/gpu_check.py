@@ -113,6 +113,11 @@ class Report:
         return figures
 
 
+# vLLM's external_launcher backend rendezvouses through torch.distributed even in one process.
+SINGLE_PROCESS_RENDEZVOUS = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                             "MASTER_PORT": "29531"}
+
+
 def skipped(reason: str) -> dict:
     return {"status": "skipped", "reason": reason}
 
@@ -639,8 +644,7 @@ def measure_generate_vllm(model, processor, config, generations: int, decode_tok
     shapes_dir = scratch / "vllm-shapes"
     model.config.save_pretrained(shapes_dir)
     processor.save_pretrained(shapes_dir)
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": "29531"}.items():
+    for key, value in SINGLE_PROCESS_RENDEZVOUS.items():
         os.environ.setdefault(key, value)
     context = config.vllm_max_model_length or config.episode_token_budget()
     with Memory(gpu) as start:

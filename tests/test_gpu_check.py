@@ -72,8 +72,7 @@ def test_gpu_check_runs_every_phase_on_cpu_with_tiny_shapes(tmp_path, monkeypatc
     # The vLLM phase sets a single-process rendezvous (RANK, MASTER_PORT, ...) in os.environ; set
     # here first, they are undone after the test, so later `watercolour train` subprocesses do not
     # inherit a port this process holds.
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": "29531"}.items():
+    for key, value in gpu_check.SINGLE_PROCESS_RENDEZVOUS.items():
         monkeypatch.setenv(key, value)
     assert gpu_check.main([*TINY, "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "gpu_check.json").read_text())
