@@ -39,6 +39,7 @@ prompt and episode code (none of which imports pydantic, openenv, TRL or a brows
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -116,6 +117,20 @@ class Report:
 # vLLM's external_launcher backend rendezvouses through torch.distributed even in one process.
 SINGLE_PROCESS_RENDEZVOUS = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
                              "MASTER_PORT": "29531"}
+
+
+@contextlib.contextmanager
+def single_process_rendezvous():
+    """The rendezvous variables the caller lacks, for as long as the engine lives, and then
+    undone: a process that goes on to start trainers or subprocesses (the test suite, the step
+    phase) must not hand them a port this process already listens on."""
+    added = {k: v for k, v in SINGLE_PROCESS_RENDEZVOUS.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def skipped(reason: str) -> dict:
@@ -636,6 +651,11 @@ def measure_generate_vllm(model, processor, config, generations: int, decode_tok
     engine = vllm_engine()
     if engine is None:
         return skipped("vLLM is not installed")
+    with single_process_rendezvous():
+        return _generate_vllm(engine, model, processor, config, generations, decode_tokens, scratch, gpu)
+
+
+def _generate_vllm(engine, model, processor, config, generations, decode_tokens, scratch, gpu):
     import torch
 
     from agent.messages import revision_content
@@ -644,8 +664,6 @@ def measure_generate_vllm(model, processor, config, generations: int, decode_tok
     shapes_dir = scratch / "vllm-shapes"
     model.config.save_pretrained(shapes_dir)
     processor.save_pretrained(shapes_dir)
-    for key, value in SINGLE_PROCESS_RENDEZVOUS.items():
-        os.environ.setdefault(key, value)
     context = config.vllm_max_model_length or config.episode_token_budget()
     with Memory(gpu) as start:
         llm = LLM(model=str(shapes_dir), load_format="dummy", dtype="bfloat16" if gpu else "float32",

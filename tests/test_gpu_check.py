@@ -40,6 +40,7 @@ class RecordingLLM:
 
     def __init__(self, model: str, **kwargs):
         self.model, self.kwargs, self.events, self.prompts = model, kwargs, [], []
+        self.environ = dict(os.environ)  # external_launcher reads its rendezvous from here
         saved = Path(model) / "config.json"  # the folder is gone once the check ends
         self.architectures = json.loads(saved.read_text()).get("architectures") if saved.exists() else None
         RecordingLLM.instances.append(self)
@@ -69,12 +70,12 @@ def test_gpu_check_runs_every_phase_on_cpu_with_tiny_shapes(tmp_path, monkeypatc
     gpu_check = load_script()
     RecordingLLM.instances = []
     monkeypatch.setattr(gpu_check, "vllm_engine", lambda: (RecordingLLM, SimpleNamespace))
-    # The vLLM phase sets a single-process rendezvous (RANK, MASTER_PORT, ...) in os.environ; set
-    # here first, they are undone after the test, so later `watercolour train` subprocesses do not
-    # inherit a port this process holds.
-    for key, value in gpu_check.SINGLE_PROCESS_RENDEZVOUS.items():
-        monkeypatch.setenv(key, value)
+    for key in gpu_check.SINGLE_PROCESS_RENDEZVOUS:
+        monkeypatch.delenv(key, raising=False)
     assert gpu_check.main([*TINY, "--out", str(tmp_path)]) == 0
+    # The vLLM phase's rendezvous lives only as long as its engine: later `watercolour train`
+    # subprocesses of this process must not inherit a port it holds.
+    assert not set(gpu_check.SINGLE_PROCESS_RENDEZVOUS) & set(os.environ)
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["shapes"] == "tiny" and report["settings"]["turns"] == 3
     assert report["settings"]["episodes_per_step"] == 2
@@ -132,8 +133,12 @@ def test_vllm_prompt_has_one_placeholder_per_image(tmp_path, monkeypatch):
     RecordingLLM.instances = []
     monkeypatch.setattr(gpu_check, "vllm_engine", lambda: (RecordingLLM, SimpleNamespace))
     model = SimpleNamespace(config=SimpleNamespace(save_pretrained=lambda path: None))
+    for key in gpu_check.SINGLE_PROCESS_RENDEZVOUS:
+        monkeypatch.delenv(key, raising=False)
     figures = gpu_check.measure_generate_vllm(model, processor, config, 2, 3, tmp_path, gpu=False)
     assert figures["decode_tokens"] == 3
+    assert RecordingLLM.instances[0].environ["MASTER_PORT"] == "29531"  # set while the engine was built
+    assert "MASTER_PORT" not in os.environ  # and undone after it
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     [llm] = RecordingLLM.instances
     assert [image_pad_runs(p["prompt_token_ids"], pad) for p in llm.prompts] == [[1], [1]]
