@@ -15,8 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def main(model: str, run_dir: str) -> None:
+def main(model: str, run_dir: str, kind: str = "dense") -> None:
     import vllm
+
+    from multiturn_trainer import grpo
 
     from env.core import SketchEvaluator
     from helpers import tiny_config
@@ -34,6 +36,14 @@ def main(model: str, run_dir: str) -> None:
         return generate(self, prompts, *args, **kwargs)
 
     vllm.LLM.generate = recording_generate
+    syncs: list[dict] = []
+    install = grpo.reload_weights_on_cpu
+
+    def recording_install(generation):
+        install(generation)
+        syncs_into_engine(generation, syncs)
+
+    grpo.reload_weights_on_cpu = recording_install
     with SketchEvaluator(size=1, deadline_s=60) as evaluator:
         # Both episodes paint in turn 1 (so each turn-2 prompt carries an image); only the first
         # paints in turn 2, so the group's rewards differ, step 1 updates the adapter and step 2
@@ -45,9 +55,55 @@ def main(model: str, run_dir: str) -> None:
         config = tiny_config(Path(model), Path(run_dir), use_vllm=True, steps=2, save_steps=10, top_k=0,
                              top_p=1.0, micro_batch_size=1, vllm_enable_sleep_mode=False,
                              vllm_gpu_memory_utilization=0.15, max_completion_length=48, temperature=1.0,
-                             learning_rate=1e-2)
+                             learning_rate=1e-2, lora_experts=kind == "moe")
         summary = train(config, environments=environments)
-    print("RESULT " + json.dumps({"steps": summary.steps, "run_dir": str(summary.run_dir), "sent": sent}), flush=True)
+    print("RESULT " + json.dumps({"steps": summary.steps, "run_dir": str(summary.run_dir), "sent": sent,
+                                  "syncs": syncs}), flush=True)
+
+
+def syncs_into_engine(generation, syncs: list[dict]) -> None:
+    """Wrap the trainer's weight sync (TRL's merge-and-rename stream, loaded by the project's CPU
+    sync) so that each sync records, per fused expert tensor of the stream, its largest
+    difference from the engine's ``routed_experts`` tensor after loading, how far the merged
+    tensor is from the adapter's base weight, and how close the base came back after unmerging."""
+    import torch
+
+    stream = generation._iter_named_params
+    streamed: dict[str, torch.Tensor] = {}
+
+    def recording_stream():
+        streamed.clear()
+        for name, param in stream():
+            streamed[name] = param.detach().float().clone()
+            yield name, param
+
+    def base_experts() -> dict[str, torch.Tensor]:
+        return {name.removeprefix("base_model.model.").replace(".base_layer", ""): p.detach().float().clone()
+                for name, p in generation.model.named_parameters()
+                if name.replace(".base_layer", "").endswith(("experts.gate_up_proj", "experts.down_proj"))}
+
+    sync = generation.sync_weights
+
+    def recording_sync():
+        before = base_experts()
+        sync()
+        engine = dict(generation.llm.llm_engine.model_executor.driver_worker.model_runner.model.named_parameters())
+        experts = {}
+        for name, tensor in streamed.items():
+            if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+                continue
+            layer = name.split(".layers.")[1].split(".")[0]
+            target = f"language_model.model.layers.{layer}.mlp.experts.routed_experts." + (
+                "w13_weight" if name.endswith("gate_up_proj") else "w2_weight")
+            experts[name] = {"engine": target, "max_difference": (engine[target].float() - tensor).abs().max().item(),
+                             "scale": tensor.abs().max().item(),
+                             "merged_minus_base": (tensor - before[name]).abs().max().item()}
+        after = base_experts()
+        syncs.append({"names": sorted(streamed), "experts": experts,
+                      "unmerge_max_difference": max((before[n] - after[n]).abs().max().item() for n in before)})
+
+    generation._iter_named_params = recording_stream
+    generation.sync_weights = recording_sync
 
 
 def _images(data) -> list:
@@ -56,4 +112,4 @@ def _images(data) -> list:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])
