@@ -382,7 +382,8 @@ def measure_generate(model, processor, config, generations: int, decode_tokens: 
     model.eval()
     with torch.no_grad(), Memory(gpu) as memory:
         out = model.generate(**inputs, max_new_tokens=decode_tokens, min_new_tokens=decode_tokens, do_sample=True,
-                             temperature=1.0, top_k=20, top_p=0.95, pad_token_id=processor.tokenizer.pad_token_id)
+                             temperature=config.temperature, top_k=config.top_k or None, top_p=config.top_p,
+                             pad_token_id=processor.tokenizer.pad_token_id)
     new = out.size(1) - ids.size(1)
     return {"backend": "hf", "sequences": generations, "prompt_tokens": ids.size(1),
             "images_per_prompt": len(episode.image_grid_thw), "decode_tokens": new, **memory.figures(),
@@ -688,8 +689,9 @@ def _generate_vllm(engine, model, processor, config, generations, decode_tokens,
     text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                          enable_thinking=config.enable_thinking)
     ids = list(processor.tokenizer(text, add_special_tokens=False)["input_ids"])  # one <|image_pad|> per image
-    params = SamplingParams(n=1, max_tokens=decode_tokens, min_tokens=decode_tokens, temperature=1.0, top_k=20,
-                            top_p=0.95, logprobs=0)
+    # The preset's own sampling (untruncated: its log-probs then mean what the trainer's do).
+    params = SamplingParams(n=1, max_tokens=decode_tokens, min_tokens=decode_tokens, temperature=config.temperature,
+                            top_k=config.top_k, top_p=config.top_p, logprobs=0)
     with Memory(gpu) as memory:
         outputs = llm.generate([{"prompt_token_ids": ids, "multi_modal_data": {"image": image}}
                                 for _ in range(generations)], sampling_params=params, use_tqdm=False)

@@ -47,6 +47,7 @@ class RecordingLLM:
 
     def generate(self, prompts, sampling_params, use_tqdm=False):
         self.prompts.extend(prompts)
+        self.sampling = sampling_params
         tokens = list(range(5, 5 + sampling_params.max_tokens))
         return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=tokens)]) for _ in prompts]
 
@@ -142,6 +143,10 @@ def test_vllm_prompt_has_one_placeholder_per_image(tmp_path, monkeypatch):
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     [llm] = RecordingLLM.instances
     assert [image_pad_runs(p["prompt_token_ids"], pad) for p in llm.prompts] == [[1], [1]]
+    # Sampled as the preset samples: untruncated, so processed log-probs mean the trainer's.
+    assert (llm.sampling.top_k, llm.sampling.top_p, llm.sampling.temperature) == (config.top_k, config.top_p,
+                                                                                  config.temperature)
+    assert (config.top_k, config.top_p) == (0, 1.0)
 
 
 def test_released_shapes_have_the_released_parameter_count(tmp_path):
