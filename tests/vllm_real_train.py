@@ -100,7 +100,8 @@ def syncs_into_engine(generation, syncs: list[dict]) -> None:
                              "merged_minus_base": (tensor - before[name]).abs().max().item()}
         after = base_experts()
         syncs.append({"names": sorted(streamed), "experts": experts,
-                      "unmerge_max_difference": max((before[n] - after[n]).abs().max().item() for n in before)})
+                      "unmerge_max_difference": max(((before[n] - after[n]).abs().max().item() for n in before),
+                                                    default=0.0)})
 
     generation._iter_named_params = recording_stream
     generation.sync_weights = recording_sync
