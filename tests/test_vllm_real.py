@@ -116,13 +116,17 @@ def hf_and_engine(vllm_tiny_model):
 
     model = AutoModelForImageTextToText.from_pretrained(vllm_tiny_model, dtype=torch.float32).eval()
     processor = AutoProcessor.from_pretrained(vllm_tiny_model)
-    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", "29517")
-    llm = vllm.LLM(model=str(vllm_tiny_model), max_model_len=4096, max_num_batched_tokens=4096,
-                   gpu_memory_utilization=0.1, enable_sleep_mode=False, seed=0,
-                   distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs")
-    return model, processor, llm
+    # The single-process rendezvous external_launcher needs, for the module's engine only: a
+    # subprocess started later must not inherit a port this process listens on.
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                           "MASTER_PORT": "29517"}.items():
+            if key not in os.environ:
+                patch.setenv(key, value)
+        llm = vllm.LLM(model=str(vllm_tiny_model), max_model_len=4096, max_num_batched_tokens=4096,
+                       gpu_memory_utilization=0.1, enable_sleep_mode=False, seed=0,
+                       distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs")
+        yield model, processor, llm
 
 
 def _painting(colour) -> Image.Image:

@@ -68,19 +68,25 @@ def syncs_into_engine(generation, syncs: list[dict]) -> None:
     tensor is from the adapter's base weight, and how close the base came back after unmerging."""
     import torch
 
+    from multiturn_trainer.train import EXPERT_PARAMETERS
+
     stream = generation._iter_named_params
-    streamed: dict[str, torch.Tensor] = {}
+    names: list[str] = []
+    streamed: dict[str, torch.Tensor] = {}  # the fused expert tensors, as sent
 
     def recording_stream():
+        names.clear()
         streamed.clear()
         for name, param in stream():
-            streamed[name] = param.detach().float().clone()
+            names.append(name)
+            if name.endswith(EXPERT_PARAMETERS):
+                streamed[name] = param.detach().float().clone()
             yield name, param
 
     def base_experts() -> dict[str, torch.Tensor]:
         return {name.removeprefix("base_model.model.").replace(".base_layer", ""): p.detach().float().clone()
                 for name, p in generation.model.named_parameters()
-                if name.replace(".base_layer", "").endswith(("experts.gate_up_proj", "experts.down_proj"))}
+                if name.replace(".base_layer", "").endswith(EXPERT_PARAMETERS)}
 
     sync = generation.sync_weights
 
@@ -90,8 +96,6 @@ def syncs_into_engine(generation, syncs: list[dict]) -> None:
         engine = dict(generation.llm.llm_engine.model_executor.driver_worker.model_runner.model.named_parameters())
         experts = {}
         for name, tensor in streamed.items():
-            if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
-                continue
             layer = name.split(".layers.")[1].split(".")[0]
             target = f"language_model.model.layers.{layer}.mlp.experts.routed_experts." + (
                 "w13_weight" if name.endswith("gate_up_proj") else "w2_weight")
@@ -99,7 +103,7 @@ def syncs_into_engine(generation, syncs: list[dict]) -> None:
                              "scale": tensor.abs().max().item(),
                              "merged_minus_base": (tensor - before[name]).abs().max().item()}
         after = base_experts()
-        syncs.append({"names": sorted(streamed), "experts": experts,
+        syncs.append({"names": sorted(names), "experts": experts,
                       "unmerge_max_difference": max(((before[n] - after[n]).abs().max().item() for n in before),
                                                     default=0.0)})
 
