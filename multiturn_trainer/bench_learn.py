@@ -143,10 +143,15 @@ def evaluate(config, checkpoint: Path, out: Path, label: str) -> dict[str, Any]:
                     config.eval_episodes, out, label=label, progress=False)
 
 
-def eval_figures(report: dict[str, Any]) -> dict[str, Any]:
+def eval_figures(report: dict[str, Any], warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The held-out figures an arm's block prints; with the warm start's report on the same slots,
+    also the final-turn reward against it, slot by slot."""
+    from multiturn_trainer.evaluation import final_difference
+
     return {"reward_final": report["refine"]["reward_by_turn"][-1], "final_minus_first": report["final_minus_first"],
             "final_minus_best_of_k": report["final_minus_best_of_k"],
-            "gate_pass_final": report["refine"]["gate_pass_by_turn"][-1]}
+            "gate_pass_final": report["refine"]["gate_pass_by_turn"][-1],
+            "final_minus_warm_start": final_difference(report, warm_start) if warm_start else None}
 
 
 def interval(summary: dict | None) -> str:
@@ -167,6 +172,8 @@ def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None
         for key, name in (("reward_final", "final-turn reward"), ("final_minus_first", "turn gain"),
                           ("final_minus_best_of_k", "final - best of k")):
             lines.append(f"  held-out {name:<18} trained {interval(trained[key])}  warm start {interval(warm[key])}")
+        lines.append(f"  held-out final-turn reward, trained - warm start (paired by slot) "
+                     f"{interval(trained.get('final_minus_warm_start'))}")
     best = trained["final_minus_best_of_k"] if trained else None
     lines.append(f"learn: arm={arm} seed={seed} steps={figures['steps']} reward_rise={interval(figures['reward']['rise'])} "
                  f"gate_rise={interval(figures['gate']['rise'])} eval_final_minus_best_of_k={interval(best)}")
@@ -241,10 +248,11 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
                 # Both arms are evaluated as K-turn refiners on the same held-out slots.
                 eval_config = dataclasses.replace(arm_config, turns=multi_turns)
                 if warm is None:
-                    warm = eval_figures(evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / "warm-start-eval",
-                                                 "warm start"))
-                warm_figures = warm
-                trained = eval_figures(evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}"))
+                    warm = evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / "warm-start-eval",
+                                    "warm start")
+                warm_figures = eval_figures(warm)
+                trained = eval_figures(evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}"),
+                                       warm)
             result = {"arm": arm, "seed": seed, "run_dir": str(arm_dir / "run"), "figures": figures,
                       "eval": {"trained": trained, "warm_start": warm_figures}, "curve": curves(episodes),
                       "wall_s": round(time.perf_counter() - arm_started, 1)}

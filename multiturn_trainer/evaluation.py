@@ -135,6 +135,8 @@ def summarise(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dic
         "slots": slots,
         "refine": {
             "reward_by_turn": [stats.bootstrap_mean(by_turn("reward", t)) for t in range(1, turns + 1)],
+            # Per slot, so two policies evaluated on the same slots compare pairwise.
+            "final_by_slot": final,
             "gate_pass_by_turn": [stats.bootstrap_mean(by_turn("passed", t)) for t in range(1, turns + 1)],
             "coverage_by_turn": [stats.bootstrap_mean(by_turn("paint_fraction", t)) for t in range(1, turns + 1)],
             "tokens": results["refine"]["tokens"], "wall_s": round(results["refine"]["wall_s"], 2),
@@ -155,6 +157,15 @@ def summarise(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dic
         "final_minus_best_of_k": stats.paired_difference(final, best),
         "final_minus_mean_of_k": stats.paired_difference(final, mean_of_k),
     }
+
+
+def final_difference(report: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Final-turn reward of ``report``'s policy minus ``baseline``'s, paired by slot: both evals
+    must have run the same slots (the demo and `bench learn` evaluate trained and warm start so)."""
+    if (report["subjects"], report["episodes_per_subject"], report["seed"]) != (
+            baseline["subjects"], baseline["episodes_per_subject"], baseline["seed"]):
+        raise ValueError("final_difference: the two evals ran different slots")
+    return stats.paired_difference(report["refine"]["final_by_slot"], baseline["refine"]["final_by_slot"])
 
 
 def headline(report: dict[str, Any]) -> dict[str, float | None]:

@@ -435,11 +435,17 @@ def format_interval(summary: dict | None) -> str:
 
 def eval_fields(reports: dict[str, dict[str, Any]]) -> str:
     """The eval's headline numbers for the demo line: estimate(low..high), 95 % bootstrap."""
+    from multiturn_trainer.evaluation import final_difference
+
     fields = []
     for name, report in reports.items():
         prefix = "eval" if name == "trained" else f"eval_{name}"
         fields += [f"{prefix}_turn_gain={format_interval(report['final_minus_first'])}",
                    f"{prefix}_final_minus_best_of_k={format_interval(report['final_minus_best_of_k'])}"]
+    if {"trained", "warm_start"} <= reports.keys():
+        # What training bought on subjects it never saw: the final painting, slot by slot.
+        fields.append("eval_trained_minus_warm_start="
+                      + format_interval(final_difference(reports["trained"], reports["warm_start"])))
     return " ".join(fields)
 
 

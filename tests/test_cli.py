@@ -130,7 +130,7 @@ def test_every_help_answers_fast_and_matches_the_readme():
             assert f"--{name.replace('_', '-')} " in text and "".join(doc.split()) in dense, (command, name)
         assert f"(default: {preset})" in text
     assert "Per-turn completion budget in tokens. (default: 700)" in helps["train"]  # smoke.yaml's value
-    assert "Per-turn completion budget in tokens. (default: 900)" in helps["demo"]  # demo.yaml's value
+    assert "Per-turn completion budget in tokens. (default: 640)" in helps["demo"]  # demo.yaml's value
 
 
 def test_train_rejects_unknown_keys_in_one_line(tmp_path):

@@ -70,6 +70,14 @@ def test_learn_figures_find_a_rise_and_no_rise(tmp_path):
     estimate, low, high = interval_of(verdict, "gate_rise")
     assert estimate == pytest.approx(up["gate"]["rise"]["estimate"], abs=5e-4) and low > 0
     assert verdict.endswith("eval_final_minus_best_of_k=nan")
+    # With the held-out evals: the trained adapter against its warm start, slot by slot.
+    point = lambda e: {"estimate": e, "low": e - 0.1, "high": e + 0.1, "n": 12}  # noqa: E731
+    held_out = lambda against: {"reward_final": point(0.6), "final_minus_first": point(0.01),  # noqa: E731
+                                "final_minus_best_of_k": point(-0.02), "gate_pass_final": point(1.0),
+                                "final_minus_warm_start": against}
+    lines = arm_lines("multi", 3, up, held_out(point(0.3)), held_out(None))
+    assert "trained - warm start (paired by slot) +0.300(+0.200..+0.400)" in lines[-2]
+    assert lines[-1].endswith("eval_final_minus_best_of_k=-0.020(-0.120..+0.080)")
     rows = curves(rising)
     assert [r["tokens"] for r in rows] == [12 * 600 * s for s in range(1, 7)]
 

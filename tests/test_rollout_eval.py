@@ -325,6 +325,7 @@ def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_
         dense_policy, environments, tmp_path):
     """``eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
     a report per evaluation; then the demo's comparison of the trained adapter and its base."""
+    from multiturn_trainer.evaluation import final_difference
     from multiturn_trainer.store import RunStore
     from multiturn_trainer.train import demo_eval, eval_fields, format_interval, train
 
@@ -348,6 +349,16 @@ def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_
     assert all((summary.run_dir / "eval" / name / "eval.png").is_file() for name in reports)
     fields = eval_fields(reports)
     assert "eval_turn_gain=" in fields and "eval_warm_start_final_minus_best_of_k=" in fields
+    # What training bought on the held-out slots: the final turns of the two policies, slot by slot.
+    trained, warm = reports["trained"], reports["warm_start"]
+    assert len(trained["refine"]["final_by_slot"]) == len(warm["refine"]["final_by_slot"]) == trained["slots"]
+    pairs = [(a, b) for a, b in zip(trained["refine"]["final_by_slot"], warm["refine"]["final_by_slot"])
+             if a is not None and b is not None]
+    gain = final_difference(trained, warm)
+    assert gain["n"] == len(pairs) and gain["estimate"] == pytest.approx(sum(a - b for a, b in pairs) / len(pairs))
+    assert f"eval_trained_minus_warm_start={format_interval(gain)}" in fields
+    with pytest.raises(ValueError, match="different slots"):
+        final_difference(trained, {**warm, "seed": warm["seed"] + 1})
     # The run's own rise (last third minus first third) comes with its interval, as the demo prints it.
     rise = summary.reward_rise
     assert rise["estimate"] == pytest.approx(summary.reward_last_third - summary.reward_first_third)
