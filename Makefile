@@ -32,7 +32,7 @@ chromium: $(PY_STAMP)
 test: setup
 	$(PY) -m pytest -q
 
-# The developers' lane: everything but the tests marked slow (tests/conftest.py says which).
+# The developers' lane: everything but the tests marked @pytest.mark.slow (the reason is beside each mark).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 

@@ -173,9 +173,9 @@ class EndpointPolicy:
     async def _reply_all(self, conversations):
         import httpx
 
-        from rewards.http_retry import RetryPolicy
+        from rewards.http_retry import RetrySchedule
 
-        retry = RetryPolicy(max_attempts=self.max_attempts, base_delay_s=self.retry_delay_s)
+        retry = RetrySchedule(max_attempts=self.max_attempts, base_delay_s=self.retry_delay_s)
         gate = asyncio.Semaphore(self.concurrency)
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         async with httpx.AsyncClient(timeout=self.timeout_s, headers=headers) as client:
@@ -201,7 +201,7 @@ class EndpointPolicy:
         url = f"{self.base_url}/chat/completions"
         failures: list[str] = []
         response = await request_with_retries(client, "POST", url, service=f"policy endpoint {self.base_url}",
-                                              policy=retry, rng=random.Random(), failures=failures,
+                                              retries=retry, rng=random.Random(), failures=failures,
                                               json=self.request_body(conversation))
         if response is None:
             last = f" (last: {failures[-1]})" if failures else ""

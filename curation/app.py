@@ -20,6 +20,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
+from env.errors import UsageError
 from env.files import DATA_ROOT
 from env.security import LOOPBACK_HOSTS
 from rewards.pool import CANDIDATE, MANIFEST, RATED_TIERS, TIERS, PoolEntry, ReferencePool, locked_pool
@@ -130,12 +131,12 @@ def serve(pool_dir: str, host: str = "127.0.0.1", port: int = 8020) -> None:
     import uvicorn
 
     if host not in LOOPBACK_HOSTS:
-        raise SystemExit("watercolour pool serve: the curation app has no authentication; it binds to 127.0.0.1 only "
+        raise UsageError("the curation app has no authentication; it binds to 127.0.0.1 only "
                          "(use an SSH tunnel to rate from another machine)")
     try:
         app = create_pool_app(pool_dir)
     except FileNotFoundError as exc:
-        raise SystemExit(f"watercolour pool serve: {exc}") from None
+        raise UsageError(str(exc)) from None
     stats = pool_stats(ReferencePool.load(pool_dir, keep_corrupt=True))
     print(f"pool serve: {pool_dir}: {stats['tiers']}; open http://{host}:{port}/ "
           "(keys: 1 love, 2 okay, 3 reject, arrows move, Enter focus view, u undo)", flush=True)

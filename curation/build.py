@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from env.errors import UsageError
 from rewards.pool import CANDIDATE, locked_pool
 
 SKETCH_SUFFIXES = (".js", ".txt", ".md")
@@ -59,7 +60,7 @@ def slug(text: str, limit: int = 40) -> str:
 def from_folder(folder: Path, subject: str, seed: int) -> list[Candidate]:
     files = sorted(p for p in folder.iterdir() if p.suffix in SKETCH_SUFFIXES and p.is_file())
     if not files:
-        raise SystemExit(f"watercolour pool build: no sketches ({', '.join(SKETCH_SUFFIXES)}) in {folder}")
+        raise UsageError(f"no sketches ({', '.join(SKETCH_SUFFIXES)}) in {folder}")
     return [Candidate(name=slug(p.stem), subject=subject, code=p.read_text(encoding="utf-8", errors="replace"),
                       generator=f"folder {folder.name}", seed=seed, extra={"origin": str(p)}) for p in files]
 
@@ -72,7 +73,7 @@ def from_run(run_dir: Path, subject: str | None) -> list[Candidate]:
     if subject:
         episodes = [e for e in episodes if e["subject"] == subject]
         if not episodes:
-            raise SystemExit(f"watercolour pool build: no episode of {run_dir} paints {subject!r}")
+            raise UsageError(f"no episode of {run_dir} paints {subject!r}")
     found = []
     for episode in episodes:
         for turn in episode["turns"]:
@@ -92,9 +93,9 @@ def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tok
                 backend: str | None = None, deadline_s: float = 90.0) -> list[Candidate]:
     """Fresh turn-1 sketches from a local model (the same prompt the trainer uses)."""
     from agent.policies import LocalModelPolicy
-    from multiturn_trainer.tiny_model import load_policy
+    from multiturn_trainer.tiny_model import load_pretrained
 
-    model, processor = load_policy(model_dir)
+    model, processor = load_pretrained(model_dir)
     model.eval()
     policy = LocalModelPolicy(model, processor, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     return generated(policy, subject, count, seed, f"policy {model_dir}", slug(Path(model_dir).name, 20),
@@ -117,7 +118,7 @@ def generated(policy, subject: str, count: int, seed: int, generator: str, tag: 
     """``count`` one-turn episodes of ``policy`` through the episode runner (render seeds
     seed, seed+1, ...). Their paintings are gated already; a failed one keeps its reasons."""
     from agent.messages import first_turn_messages
-    from multiturn_trainer.environments import InProcessEnvironments
+    from multiturn_trainer.env_backends import InProcessEnvironments
     from multiturn_trainer.rollout import EpisodeRunner
 
     rows = [{"prompt": first_turn_messages(subject), "subject": subject, "seed": seed + i} for i in range(count)]
@@ -127,10 +128,11 @@ def generated(policy, subject: str, count: int, seed: int, generator: str, tag: 
     finally:
         environments.close()
     found = []
-    for i, (replies, [observation]) in enumerate(zip(batch.replies, batch.observations)):
+    for i, episode in enumerate(batch.episodes):
+        [observation] = episode.observations
         passed = observation.passed and observation.png is not None
         found.append(Candidate(
-            name=f"{slug(subject)}-{tag}-{seed + i}", subject=subject, code=observation.code or replies[0],
+            name=f"{slug(subject)}-{tag}-{seed + i}", subject=subject, code=observation.code or episode.replies[0],
             generator=generator, seed=seed + i, png=observation.png if passed else None,
             paint_fraction=observation.paint_fraction if passed else None,
             gate_failed=None if passed else list(observation.violations) or ["no_painting"],
@@ -193,13 +195,13 @@ def build(args) -> BuildReport:
     pool_dir = Path(args.pool or f"pools/{slug(args.subject or 'candidates')}")
     sources = [bool(args.source), bool(args.policy), bool(args.endpoint)]
     if sum(sources) != 1:
-        raise SystemExit("watercolour pool build: give exactly one of --from DIR|RUN_DIR, --policy MODEL, --endpoint URL")
+        raise UsageError("give exactly one of --from DIR|RUN_DIR, --policy MODEL, --endpoint URL")
     if not args.subject and not (args.source and (Path(args.source) / "episodes.jsonl").is_file()):
-        raise SystemExit("watercolour pool build: --subject is required (except --from RUN_DIR, whose episodes name theirs)")
+        raise UsageError("--subject is required (except --from RUN_DIR, whose episodes name theirs)")
     if args.source:
         source = Path(args.source)
         if not source.is_dir():
-            raise SystemExit(f"watercolour pool build: {source} is not a folder")
+            raise UsageError(f"{source} is not a folder")
         found = from_run(source, args.subject) if (source / "episodes.jsonl").is_file() else \
             from_folder(source, args.subject, args.seed)
     elif args.policy:

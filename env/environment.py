@@ -24,7 +24,6 @@ from pydantic import ValidationError
 
 from env.contract import SketchContract
 from env.core import SketchEvaluator, SketchOutcome
-from env.feedback import feedback_text
 from env.prompts import first_turn_prompt
 from env.models import (
     MAX_SEED,
@@ -33,6 +32,7 @@ from env.models import (
     WatercolourResetParams,
     WatercolourState,
 )
+from env.turn import infrastructure_outcome, turn_observation
 
 ENVIRONMENT_NAME = "watercolour"
 ENVIRONMENT_VERSION = "0.1.0"
@@ -163,7 +163,7 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             evaluator = self._evaluator()
             outcome = evaluator.evaluate(action.response, self._state.seed, deadline_s=timeout_s)
         except Exception as exc:  # the renderer itself broke: not the sketch's fault
-            outcome = _infrastructure_outcome(exc)
+            outcome = infrastructure_outcome(exc)
         return self._finish_turn(turn, outcome)
 
     async def step_async(
@@ -179,7 +179,7 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             evaluator = await asyncio.to_thread(self._evaluator)
             outcome = await evaluator.evaluate_async(action.response, self._state.seed, deadline_s=timeout_s)
         except Exception as exc:  # the renderer itself broke: not the sketch's fault
-            outcome = _infrastructure_outcome(exc)
+            outcome = infrastructure_outcome(exc)
         return self._finish_turn(turn, outcome)
 
     @property
@@ -220,39 +220,31 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         return self._state.step_count
 
     def _finish_turn(self, turn: int, outcome: SketchOutcome) -> WatercolourObservation:
-        infrastructure_failed = outcome.infrastructure_error is not None
-        violations = list(outcome.violations)
-        errors = list(outcome.errors)
-        if infrastructure_failed:
+        record = turn_observation(outcome, turn, self._state.turns, self._contract())
+        if record.infrastructure_failed:
             self._state.infrastructure_failures += 1
-            if "infrastructure_error" not in violations:
-                violations.append("infrastructure_error")
-            if outcome.infrastructure_error not in errors:
-                errors.append(outcome.infrastructure_error)
-        passed = outcome.passed and not infrastructure_failed
-        self._state.last_passed = passed
-        turns_left = max(0, self._state.turns - turn)
+        self._state.last_passed = record.passed
         return WatercolourObservation(
-            image_png_base64=base64.b64encode(outcome.png).decode("ascii") if outcome.png else None,
-            passed=passed,
-            violations=violations,
-            errors=errors,
-            paint_fraction=min(1.0, max(0.0, float(outcome.paint_fraction))),
-            render_ms=max(0, int(outcome.render_ms)),
-            turn=turn,
-            turns_left=turns_left,
-            feedback=feedback_text(outcome, turn, turns_left, self._contract()),
-            done=turns_left == 0,
+            image_png_base64=base64.b64encode(record.png).decode("ascii") if record.png else None,
+            passed=record.passed,
+            violations=record.violations,
+            errors=record.errors,
+            paint_fraction=record.paint_fraction,
+            render_ms=record.render_ms,
+            turn=record.turn,
+            turns_left=record.turns_left,
+            feedback=record.feedback,
+            done=record.turns_left == 0,
             reward=None,
             metadata={
                 **self._episode_metadata(),
                 # The trainer drops a rollout with this flag instead of scoring it.
-                "infrastructure_failed": infrastructure_failed,
-                "infrastructure_error": outcome.infrastructure_error,
-                "rendered": outcome.rendered,
-                "code": outcome.code,
-                "details": list(outcome.details[:MAX_METADATA_DETAILS]),
-                "stats": dict(outcome.stats),
+                "infrastructure_failed": record.infrastructure_failed,
+                "infrastructure_error": record.infrastructure_error,
+                "rendered": record.rendered,
+                "code": record.code,
+                "details": record.details[:MAX_METADATA_DETAILS],
+                "stats": record.stats,
             },
         )
 
@@ -273,20 +265,6 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             "seed": self._state.seed,
             "turns": self._state.turns,
         }
-
-
-def _infrastructure_outcome(exc: BaseException) -> SketchOutcome:
-    message = f"evaluator_failed: {type(exc).__name__}: {exc}"[:500]
-    return SketchOutcome(
-        code=None,
-        passed=False,
-        violations=["infrastructure_error"],
-        errors=[message],
-        paint_fraction=0.0,
-        render_ms=0,
-        png=None,
-        infrastructure_error=message,
-    )
 
 
 def _validation_summary(exc: ValidationError) -> str:

@@ -14,6 +14,8 @@ import hmac
 import json
 import os
 
+from env.errors import UsageError
+
 TOKEN_ENV = "WATERCOLOUR_TOKEN"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 # A model reply is capped at 256 KiB by the wire model; a few MiB leaves room for JSON
@@ -31,7 +33,7 @@ def resolve_token(token: str | None) -> str | None:
 
 def require_token_off_loopback(service: str, host: str, token: str | None) -> None:
     if host not in LOOPBACK_HOSTS and token is None:
-        raise SystemExit(f"watercolour {service}: refusing to listen on {host} without a token; set --token or "
+        raise UsageError(f"refusing to listen on {host} without a token; set --token or "
                          f"{TOKEN_ENV} (clients send 'Authorization: Bearer TOKEN'), or bind 127.0.0.1")
 
 

@@ -1,1 +1,1 @@
-"""Episode loop and GRPO training (issue 4)."""
+"""Episode loop and GRPO training: the library, with its commands in commands.py."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from multiturn_trainer import evaluation_stats as stats
+from multiturn_trainer.evaluation_stats import format_interval
 
 DEFAULT_CONFIG = "configs/learn.yaml"
 ARMS = ("multi", "single")
@@ -118,7 +119,7 @@ class TokenBudget:
 
 def train_arm(config, token_budget: int | None):
     """One arm's training run (`watercolour train`'s own path); returns the run's summary."""
-    from multiturn_trainer.train import build_trainer, prepare_run, summarise
+    from multiturn_trainer.train import build_trainer, prepare_run, summarise_run
 
     store, _ = prepare_run(config)
     trainer = build_trainer(config, store)
@@ -130,13 +131,13 @@ def train_arm(config, token_budget: int | None):
         trainer.save_model(str(adapter))
     finally:
         trainer.painting_envs.close()
-    return summarise(store, adapter)
+    return summarise_run(store, adapter)
 
 
 def evaluate(config, checkpoint: Path, out: Path, label: str) -> dict[str, Any]:
     from agent.subjects import resolve
     from multiturn_trainer.evaluation import run_eval
-    from multiturn_trainer.policies import local_policy
+    from multiturn_trainer.resources import local_policy
 
     eval_config = dataclasses.replace(config, report_to="none")
     return run_eval(eval_config, local_policy(eval_config, checkpoint), resolve(config.eval_subjects),
@@ -154,29 +155,23 @@ def eval_figures(report: dict[str, Any], warm_start: dict[str, Any] | None = Non
             "final_minus_warm_start": final_difference(report, warm_start) if warm_start else None}
 
 
-def interval(summary: dict | None) -> str:
-    from multiturn_trainer.train import format_interval
-
-    return format_interval(summary)
-
-
 def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None, warm: dict | None) -> list[str]:
     """The printed block of one arm and seed; the last line is the verdict line."""
     lines = [f"learn: arm={arm} seed={seed}: {figures['steps']} steps, {figures['episodes']} episodes, "
              f"{figures['tokens']} generated tokens"]
     for what, name in (("reward", "reward"), ("gate", "gate pass"), ("blank", "blank canvas")):
         f = figures[what]
-        lines.append(f"  {name:<12} first third {interval(f['first_third'])}  last third {interval(f['last_third'])}"
-                     f"  rise {interval(f['rise'])}")
+        lines.append(f"  {name:<12} first third {format_interval(f['first_third'])}  last third {format_interval(f['last_third'])}"
+                     f"  rise {format_interval(f['rise'])}")
     if trained is not None and warm is not None:
         for key, name in (("reward_final", "final-turn reward"), ("final_minus_first", "turn gain"),
                           ("final_minus_best_of_k", "final - best of k")):
-            lines.append(f"  held-out {name:<18} trained {interval(trained[key])}  warm start {interval(warm[key])}")
+            lines.append(f"  held-out {name:<18} trained {format_interval(trained[key])}  warm start {format_interval(warm[key])}")
         lines.append(f"  held-out final-turn reward, trained - warm start (paired by slot) "
-                     f"{interval(trained.get('final_minus_warm_start'))}")
+                     f"{format_interval(trained.get('final_minus_warm_start'))}")
     best = trained["final_minus_best_of_k"] if trained else None
-    lines.append(f"learn: arm={arm} seed={seed} steps={figures['steps']} reward_rise={interval(figures['reward']['rise'])} "
-                 f"gate_rise={interval(figures['gate']['rise'])} eval_final_minus_best_of_k={interval(best)}")
+    lines.append(f"learn: arm={arm} seed={seed} steps={figures['steps']} reward_rise={format_interval(figures['reward']['rise'])} "
+                 f"gate_rise={format_interval(figures['gate']['rise'])} eval_final_minus_best_of_k={format_interval(best)}")
     return lines
 
 
@@ -215,7 +210,7 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
     started = time.perf_counter()
     multi_turns = config.turns if config.turns > 1 else 2
     from multiturn_trainer.store import RunStore
-    from multiturn_trainer.train import ensure_model
+    from multiturn_trainer.resources import ensure_model
 
     ensure_model(config)  # the warm start, once, before any arm (each arm would build it otherwise)
     for seed in seeds:
@@ -264,43 +259,3 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
     (out / "learn.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"learn: wrote {out / 'learn.json'} and {report['plot']} ({report['wall_s']:.0f} s)", flush=True)
     return report
-
-
-def add_parser(bench_sub) -> None:
-    parser = bench_sub.add_parser(
-        "learn", add_help=False,
-        help="GRPO on the tiny model over seeds, multi-turn vs single-turn at equal generated tokens: does the "
-             "reward rise? (`bench learn --help` lists the options)")
-    parser.set_defaults(func=cmd_bench_learn, own_options=True)
-
-
-def cmd_bench_learn(args) -> int:
-    import argparse
-
-    from multiturn_trainer.config import parse_config
-    from multiturn_trainer.train import _config_or_exit
-
-    argv = list(args.argv)
-    if argv and argv[0] == "learn":
-        argv = argv[1:]
-    own = argparse.ArgumentParser(prog="watercolour bench learn", add_help=False)
-    own.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    own.add_argument("--arms", default="multi,single", help="multi, single or both (default)")
-    own.add_argument("--bench-out", default="out/bench-learn", metavar="DIR", help="where runs and results go")
-    own.add_argument("--no-eval", action="store_true", help="skip the held-out evals")
-    own.add_argument("-h", "--help", action="store_true")
-    known, rest = own.parse_known_args(argv)
-    if known.help:
-        own.print_help()
-        print("\nEvery other option is a config key on top of --config (default "
-              f"{DEFAULT_CONFIG}), as for `watercolour train` (`watercolour train --help` lists them).")
-        return 0
-    config = _config_or_exit("bench learn", lambda: parse_config(rest, prog="watercolour bench learn",
-                                                                 default_config=DEFAULT_CONFIG))
-    seeds = [int(s) for s in known.seeds.split(",") if s.strip()]
-    arms = [a.strip() for a in known.arms.split(",") if a.strip()]
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or not seeds:
-        raise SystemExit(f"watercolour bench learn: arms are {', '.join(ARMS)}; seeds a comma-separated list")
-    run_bench(config, seeds, arms, Path(known.bench_out), do_eval=not known.no_eval)
-    return 0

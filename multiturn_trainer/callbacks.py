@@ -39,7 +39,7 @@ class RunCallback(ProgressCallback):
         rollout = sum(v for k, v in metrics.items() if k.startswith("time/") and v is not None)
         train_seconds = max(0.0, time.perf_counter() - self._step_started - rollout)
         self.trainer._metrics["train"]["time/train"].append(train_seconds)
-        every = self.trainer.run_config.eval_steps
+        every = self.trainer.run_config.held_out_eval_steps
         if every and (state.global_step % every == 0 or state.global_step >= state.max_steps):
             # Before TRL logs the step, so the eval/* figures land in the same metrics.jsonl line.
             # Every process evaluates the same held-out slots (the policy is replicated).

@@ -16,28 +16,29 @@ from typing import Any
 
 from tqdm import tqdm
 
+from env.errors import UsageError
 from multiturn_trainer.config import load_config
-from multiturn_trainer.policies import local_policy
-from multiturn_trainer.rollout import EpisodeRunner, episode_records
+from multiturn_trainer.resources import local_policy
+from multiturn_trainer.rollout import EpisodeRunner, run_into_store
 from multiturn_trainer.store import CONFIG, RunStore, mean
 
 
 def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, checkpoint: Path, out: Path,
                  environments=None, scorer=None) -> dict[str, Any]:
-    from multiturn_trainer.environments import make_environments
-    from multiturn_trainer.train import build_scorer, episode_row
+    from multiturn_trainer.env_backends import make_environments
+    from multiturn_trainer.resources import scorer_for, episode_row
 
     recorded = load_config(run_dir / CONFIG)
     if not 1 <= from_turn <= recorded.turns:
-        raise SystemExit(f"watercolour replay: --continue-from must be a turn between 1 and {recorded.turns}")
+        raise UsageError(f"--continue-from must be a turn between 1 and {recorded.turns}")
     if (out / "episodes.jsonl").is_file():
-        raise SystemExit(f"watercolour replay: {out} already holds episodes; choose another --out")
+        raise UsageError(f"{out} already holds episodes; choose another --out")
     config = dataclasses.replace(recorded, output_dir=str(out), run_name=None, report_to="none", resume=False,
                                  model=str(checkpoint))
     policy = local_policy(recorded, checkpoint)  # a bad checkpoint fails before OUT is made
     store = RunStore(out, config.name)
     store.write_config(config.to_yaml())
-    scorer = scorer or build_scorer(config)
+    scorer = scorer or scorer_for(config)
     own_environments = environments is None
     runner = EpisodeRunner(config, environments or make_environments(config), scorer)
     size = recorded.episodes_per_step
@@ -47,18 +48,17 @@ def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, 
             chosen = episodes[start:start + size]
             rows = [episode_row(recorded, e["subject"], int(e["seed"])) for e in chosen]
             replies = [[t["reply"] for t in e["turns"][:from_turn - 1]] for e in chosen]
-            batch = runner.run(policy, rows, replies)
-            records = episode_records(batch, [(e["step"], e["group"], e["index"]) for e in chosen], store,
-                                      config.name, scorer.mix)
+            _, records = run_into_store(
+                runner, policy, rows, [(e["step"], e["group"], e["index"]) for e in chosen], store, config.name,
+                scorer.mix, recorded_replies=replies,
+                extra=lambda i, _, chosen=chosen: {"continued_from": {
+                    "run": str(run_dir), "episode_id": chosen[i]["episode_id"], "turn": from_turn,
+                    "policy": str(checkpoint), "recorded_reward": chosen[i]["reward"]}})
             for record, episode in zip(records, chosen):
-                record["continued_from"] = {"run": str(run_dir), "episode_id": episode["episode_id"],
-                                            "turn": from_turn, "policy": str(checkpoint),
-                                            "recorded_reward": episode["reward"]}
                 for old, new in zip(episode["turns"][:from_turn - 1], record["turns"]):
                     if old.get("png"):
                         prefix_total += 1
                         prefix_same += bool(new["png"]) and (run_dir / old["png"]).read_bytes() == (out / new["png"]).read_bytes()
-            store.append_episodes(records)
             new_records.extend(records)
     finally:
         if own_environments:

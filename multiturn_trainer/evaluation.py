@@ -40,21 +40,21 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     """Both arms over ``episodes`` slots per subject with ``config.turns`` = K; returns eval.json's dict."""
     from tqdm import tqdm
 
-    from multiturn_trainer.environments import make_environments
-    from multiturn_trainer.rollout import EpisodeRunner, episode_records
+    from multiturn_trainer.env_backends import make_environments
+    from multiturn_trainer.rollout import EpisodeRunner, run_into_store
     from multiturn_trainer.store import RunStore
-    from multiturn_trainer.train import build_scorer, episode_row
+    from multiturn_trainer.resources import scorer_for, episode_row
 
     turns = config.turns
     slots = eval_slots(subjects, episodes, config.seed)
     store = RunStore(out, config.name)
     store.write_config(config.to_yaml())
-    scorer = scorer or build_scorer(config)
+    scorer = scorer or scorer_for(config)
     own_environments = environments is None
     environments = environments or make_environments(config)
     # One batch of turn k runs as long as its longest reply, so larger batches mean fewer
     # passes; on the 2-core CPU, though, the demo's eval in batches of 36 took 116-135 s
-    # against ~105 s in batches of 16 (2026-12-01), so the default stays a training step's.
+    # against ~105 s in batches of 16, so the default stays a training step's.
     batch_size = config.eval_batch_size or max(1, config.episodes_per_step)
     # The same slot rows for both arms: the baseline repeats each slot K times.
     arms = {
@@ -74,13 +74,12 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
             for start in range(0, len(places), batch_size):
                 chosen = places[start:start + batch_size]
                 rows = [episode_row(arm_config, *slots[slot]) for slot, _ in chosen]
-                batch = runner.run(policy, rows, scored_turns=every_turn)
-                tokens += sum(batch.completion_tokens)
-                written = episode_records(batch, [(step, slot, j) for slot, j in chosen], store, config.name,
-                                          scorer.mix)
-                for record, (slot, j), error in zip(written, chosen, batch.policy_errors):
-                    record.update(arm=arm, slot=slot, sample=j, policy_error=error)
-                store.append_episodes(written)
+                batch, written = run_into_store(
+                    runner, policy, rows, [(step, slot, j) for slot, j in chosen], store, config.name, scorer.mix,
+                    extra=lambda i, episode, arm=arm, chosen=chosen: {
+                        "arm": arm, "slot": chosen[i][0], "sample": chosen[i][1], "policy_error": episode.policy_error},
+                    scored_turns=every_turn)
+                tokens += sum(episode.completion_tokens for episode in batch.episodes)
                 records.extend(written)
                 bar.update(len(chosen))
             results[arm] = {"records": records, "tokens": tokens, "wall_s": time.perf_counter() - started}
@@ -88,13 +87,13 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
         bar.close()
         if own_environments:
             environments.close()
-    report = summarise(results, len(slots), turns)
+    report = summarise_arms(results, len(slots), turns)
     report.update(policy=label, subjects=list(subjects), episodes_per_subject=episodes, turns=turns,
                   preset=scorer.mix.name, seed=config.seed)
     report["plot"] = str(draw_plot(out / "eval.png", report))
-    from multiturn_trainer.replay import write_gallery
+    from multiturn_trainer.replay import write_html_gallery
 
-    report["gallery"] = str(write_gallery(store, results["refine"]["records"] + results["independent"]["records"],
+    report["gallery"] = str(write_html_gallery(store, results["refine"]["records"] + results["independent"]["records"],
                                           out / "gallery.html"))
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
@@ -111,7 +110,7 @@ def _turn_value(record: dict[str, Any], turn: int, key: str):
     return float(value) if value is not None else None
 
 
-def summarise(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dict[str, Any]:
+def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dict[str, Any]:
     """eval.json's figures from the two arms' episode records (pure: no rendering, no scoring)."""
     refine: list[dict | None] = [None] * slots
     independent: list[list[dict | None]] = [[None] * turns for _ in range(slots)]
@@ -182,14 +181,14 @@ def headline(report: dict[str, Any]) -> dict[str, float | None]:
 
 
 def evaluate_trainer_policy(trainer, step: int) -> dict[str, float | None]:
-    """``eval_steps``: the policy being trained, without gradients, on the held-out subjects.
+    """``held_out_eval_steps``: the policy being trained, without gradients, on the held-out subjects.
 
     The same two arms as `watercolour eval`, through the trainer's own environments and
     scorer; written to ``RUN_DIR/eval/step-N/`` (eval.json, plot, gallery)."""
     import torch
 
     from agent.subjects import resolve
-    from multiturn_trainer.policies import local_policy
+    from multiturn_trainer.resources import local_policy
 
     config = trainer.run_config
     model = trainer.accelerator.unwrap_model(trainer.model)
@@ -241,84 +240,3 @@ def draw_plot(path: Path, report: dict[str, Any]) -> Path:
               ("independent: best of k", report["independent"]["best_of_k"])]
     return error_bar_plot(path, series, title=f"eval: {report['policy']}  reward with 95 % intervals",
                           xlabel="turn k (refine) / samples k (independent)", ylabel="reward")
-
-
-# --- command line ----------------------------------------------------------------------------
-
-def add_parser(sub) -> None:
-    parser = sub.add_parser("eval", help="K-turn refinement vs K independent samples on held-out subjects")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--policy", metavar="DIR", help="a checkpoint (LoRA adapter or model folder)")
-    source.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible chat endpoint (…/v1)")
-    parser.add_argument("--endpoint-model", metavar="M", default=None, help="--endpoint: the served model's name")
-    parser.add_argument("--token", default=None,
-                        help="--endpoint: bearer token (default: $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)")
-    parser.add_argument("--concurrency", type=int, default=8, help="--endpoint: requests in flight at most")
-    parser.add_argument("--config", default=None,
-                        help="generation, rendering and reward settings (default: the run's config.yaml next "
-                             "to --policy, else the defaults)")
-    parser.add_argument("--subjects", default="eval",
-                        help="'eval' (held out, default) or 'train' from configs/subjects.yaml, or subjects "
-                             "separated by ';'")
-    parser.add_argument("--episodes", type=int, default=4, metavar="N", help="episode slots per subject")
-    parser.add_argument("--turns", type=int, default=None, metavar="K", help="default: the config's turns")
-    parser.add_argument("--preset", default=None, metavar="P", help="reward preset (default: the config's)")
-    parser.add_argument("--max-tokens", type=int, default=None, help="per turn (default: the config's)")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=None, metavar="B",
-                        help="episodes generated together (default: the config's eval_batch_size, else a "
-                             "training step's episodes)")
-    parser.add_argument("--out", metavar="DIR", default=None, help="default: out/eval/<policy name>")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.set_defaults(func=cmd_eval)
-
-
-def _base_config(args) -> TrainConfig:
-    from multiturn_trainer.config import load_config
-
-    if args.config:
-        return load_config(args.config)
-    if args.policy:
-        folder = Path(args.policy).resolve()
-        for parent in (folder.parent, folder.parent.parent):  # RUN/adapter, RUN/checkpoints/step-N
-            if (parent / "config.yaml").is_file():
-                return load_config(parent / "config.yaml")
-    return TrainConfig(model=args.policy or "endpoint")
-
-
-def cmd_eval(args) -> int:
-    from agent.subjects import resolve
-
-    if args.endpoint and not args.endpoint_model:
-        raise SystemExit("watercolour eval: --endpoint needs --endpoint-model")
-    if args.episodes < 1:
-        raise SystemExit("watercolour eval: --episodes must be >= 1")
-    config = _base_config(args)
-    label = args.policy or f"{args.endpoint_model} at {args.endpoint}"
-    name = Path(args.policy).name if args.policy else args.endpoint_model
-    out = Path(args.out or f"out/eval/{name}")
-    if (out / "episodes.jsonl").is_file():
-        raise SystemExit(f"watercolour eval: {out} already holds an eval; choose another --out")
-    overrides = {"output_dir": str(out), "run_name": f"eval-{name}", "report_to": "none", "resume": False}
-    for key, value in (("turns", args.turns), ("reward_preset", args.preset), ("seed", args.seed),
-                       ("max_completion_length", args.max_tokens), ("temperature", args.temperature),
-                       ("eval_batch_size", args.batch_size)):
-        if value is not None:
-            overrides[key] = value
-    config = dataclasses.replace(config, **overrides)
-    chosen = resolve(args.subjects)
-    if not chosen:
-        raise SystemExit("watercolour eval: no subjects")
-    if args.policy:
-        from multiturn_trainer.policies import local_policy
-
-        policy = local_policy(config, Path(args.policy))
-    else:
-        from multiturn_trainer.policies import endpoint_policy
-
-        policy = endpoint_policy(config, args.endpoint, args.endpoint_model, args.token, args.concurrency)
-    report = run_eval(config, policy, chosen, args.episodes, out, label=label, progress=not args.no_progress)
-    print(table(report))
-    print(f"eval: wrote {out / 'eval.json'}, plot {report['plot']}, gallery {report['gallery']}")
-    return 0

@@ -107,3 +107,10 @@ def best_of(samples: Sequence[float | None], k: int) -> float | None:
 def mean_of(samples: Sequence[float | None]) -> float | None:
     known = [s for s in samples if s is not None]
     return _mean(known) if known else None
+
+
+def format_interval(summary: dict | None) -> str:
+    """estimate(low..high), as the demo and `bench learn` lines print a bootstrap 95 % interval."""
+    if summary is None or summary["estimate"] is None:
+        return "nan"
+    return f"{summary['estimate']:+.3f}({summary['low']:+.3f}..{summary['high']:+.3f})"

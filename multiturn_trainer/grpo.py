@@ -26,10 +26,10 @@ import torch
 from trl import GRPOTrainer
 
 from multiturn_trainer.config import TrainConfig
-from multiturn_trainer.environments import EpisodeEnvironments
+from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import loss_image_inputs
-from multiturn_trainer.rollout import EpisodeBatch, EpisodeRunner, episode_records
-from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains, turn_statistics
+from multiturn_trainer.rollout import EpisodeBatch, EpisodeRunner, run_into_store
+from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, mean, turn_gains, turn_statistics
 from rewards.mixer import COMPONENTS, RewardScorer
 
 TRL_PIN = "1.16.0"
@@ -133,6 +133,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         self.runner = EpisodeRunner(run_config, environments, scorer)
         self._episode_rows: list[dict[str, Any]] = []
         self._episode_batch: EpisodeBatch | None = None
+        self._episode_records: list[EpisodeRecord] = []
         self.last_episode_batch: EpisodeBatch | None = None
         self._last_step_metrics: dict[str, Any] = {}
         # rollout_func is "experimental" in TRL; we pin TRL and test the members we use instead.
@@ -147,13 +148,22 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         rows = self._episode_rows
         if len(rows) != len(prompts):
             raise RuntimeError("run_episodes called outside _generate_and_score_completions")
-        batch = self.runner.run(TrainerPolicy(self), rows)
+        step = self.state.global_step + 1
+        generations = self.run_config.num_generations
+        # With several processes (accelerate launch) each generates its own groups; number
+        # them globally so episode ids stay unique across the run directory.
+        group_offset = self.accelerator.process_index * (len(rows) // generations)
+        places = [(step, i // generations + group_offset, i % generations) for i in range(len(rows))]
+        batch, self._episode_records = run_into_store(self.runner, TrainerPolicy(self), rows, places, self.store,
+                                                      self.run_config.name, self.scorer.mix)
         self._episode_batch = batch
+        tokens = [episode.tokens for episode in batch.episodes]
+        logps = [episode.sampling_logps for episode in batch.episodes]
         return {
-            "prompt_ids": [e.prompt_ids for e in batch.episodes],
-            "completion_ids": [e.completion_ids for e in batch.episodes],
-            "logprobs": batch.sampling_logps,
-            "env_mask": [e.env_mask for e in batch.episodes],
+            "prompt_ids": [t.prompt_ids for t in tokens],
+            "completion_ids": [t.completion_ids for t in tokens],
+            "logprobs": None if any(lp is None for lp in logps) else logps,
+            "env_mask": [t.env_mask for t in tokens],
             "episode_reward": batch.rewards,
         }
 
@@ -184,7 +194,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
     def _attach_images(self, output, batch: EpisodeBatch) -> None:
         prompt_completion_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
         merge = getattr(self.processing_class.image_processor, "merge_size", 2) ** 2
-        image_inputs = loss_image_inputs(batch.episodes, prompt_completion_ids, self._image_pad_token_id, merge)
+        image_inputs = loss_image_inputs([e.tokens for e in batch.episodes], prompt_completion_ids,
+                                         self._image_pad_token_id, merge)
         if not image_inputs:
             return
         output.update(image_inputs)
@@ -288,25 +299,16 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
                 torch.stack(aux_losses).mean() if compute_aux_loss else None)
 
     def _record(self, batch: EpisodeBatch) -> None:
-        """Episodes to episodes.jsonl (+ renders, a contact sheet), step metrics to TRL's logs."""
+        """The step's contact sheet (its episodes are in episodes.jsonl already), step metrics to TRL's logs."""
         step = self.state.global_step + 1
         cfg = self.run_config
-        generations = cfg.num_generations
-        # With several processes (accelerate launch) each generates its own groups; number
-        # them globally so episode ids stay unique across the run directory.
-        group_offset = self.accelerator.process_index * (len(batch.rows) // generations)
-        places = [(step, i // generations + group_offset, i % generations) for i in range(len(batch.rows))]
-        records = self.episode_records(batch, places)
-        self.store.append_episodes(records)
+        records = self._episode_records
         self.store.write_step_sheet(step, records, part=self.accelerator.process_index)
-        metrics = step_metrics(records, cfg.turns, generations, batch.timings)
+        metrics = step_metrics(records, cfg.turns, cfg.num_generations, batch.timings)
         for name, value in metrics.items():
             if value is not None and not (isinstance(value, float) and math.isnan(value)):
                 self._metrics["train"][name].append(value)
         self._last_step_metrics = metrics
-
-    def episode_records(self, batch: EpisodeBatch, places: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
-        return episode_records(batch, places, self.store, self.run_config.name, self.scorer.mix)
 
     def _save_checkpoint(self, model, trial):
         """TRL/HF save ``checkpoint-N``; the run directory's contract is ``checkpoints/step-N``."""

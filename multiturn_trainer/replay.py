@@ -17,18 +17,19 @@ from typing import Any
 
 import yaml
 
-from multiturn_trainer.store import CONFIG, RunStore, turn_statistics
+from env.errors import UsageError
+from multiturn_trainer.store import CONFIG, RunStore
 
 
 def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[str, Any]]]:
     root = Path(run_dir)
     if not (root / CONFIG).is_file():
-        raise SystemExit(f"watercolour replay: {root} is not a run directory (no {CONFIG})")
+        raise UsageError(f"{root} is not a run directory (no {CONFIG})")
     config = yaml.safe_load((root / CONFIG).read_text()) or {}
     store = RunStore(root, config.get("run_name") or root.name)
     episodes = store.read_episodes()
     if not episodes:
-        raise SystemExit(f"watercolour replay: {root} has no recorded episodes")
+        raise UsageError(f"{root} has no recorded episodes")
     return store, config, episodes
 
 
@@ -64,72 +65,7 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def add_parser(sub) -> None:
-    replay = sub.add_parser("replay", help="check, summarise, re-score, export or continue a recorded run")
-    replay.add_argument("run_dir", metavar="RUN_DIR")
-    replay.add_argument("--verify", action="store_true", help="re-render every turn and compare the PNG bytes")
-    replay.add_argument("--gallery", metavar="OUT.html", default=None,
-                        help="write a self-contained HTML gallery of every episode")
-    replay.add_argument("--rescore", metavar="PRESET", default=None,
-                        help="score the recorded paintings again with another reward preset (name or YAML)")
-    replay.add_argument("--pool", default=None, help="--rescore: reference pool (default: the run's)")
-    replay.add_argument("--hps-url", default=None, help="--rescore: HPSv3 server (default: the run's)")
-    replay.add_argument("--judge-url", default=None, help="--rescore: OpenAI-compatible judge (default: the run's)")
-    replay.add_argument("--judge-model", default=None, help="--rescore: judge model name")
-    replay.add_argument("--export", metavar="DIR", default=None,
-                        help="write a Hugging Face dataset (Parquet), one row per episode turn")
-    replay.add_argument("--continue-from", metavar="TURN", type=int, default=None,
-                        help="re-run the recorded episodes from this turn on with --policy")
-    replay.add_argument("--policy", metavar="CHECKPOINT", default=None,
-                        help="--continue-from: a checkpoints/step-N or adapter folder, or a model folder")
-    replay.add_argument("--out", metavar="DIR", default=None,
-                        help="--continue-from: run directory for the new episodes (default: RUN_DIR-from-tTURN)")
-    replay.set_defaults(func=cmd_replay)
-
-
-def cmd_replay(args) -> int:
-    if (args.continue_from is None) != (args.policy is None):
-        raise SystemExit("watercolour replay: --continue-from TURN and --policy CHECKPOINT go together")
-    store, config, episodes = load_run(args.run_dir)
-    print(f"replay: {store.root}: {len(episodes)} episodes, "
-          f"{len({e['step'] for e in episodes})} steps, {config.get('turns', '?')} turns each")
-    print("turn  episodes  reward  gate_pass  coverage  shapes  fill_calls")
-    for row in turn_statistics(episodes):
-        print(f"{row['turn']:>4}  {row['episodes']:>8}  {_fmt(row['reward']):>6}  {_fmt(row['gate_pass_rate']):>9}"
-              f"  {_fmt(row['coverage']):>8}  {_fmt(row['shapes']):>6}  {_fmt(row['fill_calls']):>10}")
-    status = 0
-    if args.gallery:
-        print(f"gallery: {write_gallery(store, episodes, args.gallery)}")
-    if args.export:
-        from multiturn_trainer.export import export_dataset
-
-        print(f"export: {export_dataset(store, episodes, args.export)} (datasets.load_dataset works on it)")
-    if args.rescore:
-        from multiturn_trainer.rescore import agreement, build_rescorer, print_agreement, rescore, write_rescored
-
-        scorer = build_rescorer(config, args.rescore, args.pool, args.hps_url, args.judge_url, args.judge_model)
-        records = rescore(store, episodes, scorer)
-        path = write_rescored(store, scorer.mix.name, records)
-        print_agreement(agreement(records), config.get("reward_preset") or "recorded", scorer.mix.name)
-        print(f"rescore: new components written to {path}")
-    if args.continue_from is not None:
-        from multiturn_trainer.continuation import continue_run, print_continuation
-
-        policy = Path(args.policy)
-        out = Path(args.out) if args.out else store.root.with_name(f"{store.root.name}-from-t{args.continue_from}")
-        ordered = sorted(episodes, key=lambda e: (e["step"], e["group"], e["index"]))
-        print_continuation(continue_run(store.root, ordered, args.continue_from, policy, out),
-                           args.continue_from, policy)
-    if args.verify:
-        counts = verify(store, config, episodes)
-        total = sum(counts.values())
-        print(f"verify: {counts['identical']}/{total} turns byte-identical, {counts['different']} different, "
-              f"{counts['missing']} missing")
-        status = 0 if counts["identical"] == total else 1
-    return status
-
-
-def write_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Path) -> Path:
+def write_html_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str | Path) -> Path:
     """A self-contained HTML gallery (paintings embedded), step → group → episode, turns side by side.
 
     Each turn shows its painting, gate result, reward components, the feedback the policy saw

@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from env.errors import UsageError
 from multiturn_trainer import evaluation_stats as stats
 from rewards.mixer import COMPONENTS
 
@@ -45,7 +46,7 @@ def load_source(path: Path) -> dict[str, Any]:
         return {"kind": "eval", "path": path, "label": f"{path.name} ({report.get('policy', 'eval')})",
                 "eval": report}
     if not (path / "episodes.jsonl").is_file():
-        raise SystemExit(f"watercolour report: {path} is neither a run directory (episodes.jsonl) nor an eval "
+        raise UsageError(f"{path} is neither a run directory (episodes.jsonl) nor an eval "
                          "directory (eval.json)")
     config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").is_file() else {}
     store = RunStore(path, path.name)
@@ -283,29 +284,3 @@ def build_report(paths: list[Path], out: Path) -> dict[str, Any]:
                "plots": {k: str(v) for k, v in plots.items()}, "html": str(page)}
     (out / "report.json").write_text(json.dumps(numbers, indent=2) + "\n")
     return numbers
-
-
-def add_parser(sub) -> None:
-    parser = sub.add_parser("report", help="runs and evals side by side: reward, components, gate pass, coverage, "
-                                           "turn gain with bootstrap bands (PNG plots + one HTML page)")
-    parser.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run directories and/or eval directories")
-    parser.add_argument("--out", default="out/report", metavar="DIR", help="where the plots and index.html go")
-    parser.set_defaults(func=cmd_report)
-
-
-def cmd_report(args) -> int:
-    numbers = build_report([Path(p) for p in args.paths], Path(args.out))
-    for run in numbers["runs"]:
-        s = run["summary"]
-        print(f"report: {run['label']}: {s['steps']} steps, reward rise {stats_text(s['reward']['rise'])}, "
-              f"gate rise {stats_text(s['gate']['rise'])}, turn gain {stats_text(s['turn_gain'])}")
-    for ev in numbers["evals"]:
-        print(f"report: {ev['label']}: final - best of k {stats_text(ev['final_minus_best_of_k'])}")
-    print(f"report: wrote {numbers['html']} and {len(numbers['plots'])} plots in {Path(args.out)}")
-    return 0
-
-
-def stats_text(summary: dict | None) -> str:
-    from multiturn_trainer.train import format_interval
-
-    return format_interval(summary)

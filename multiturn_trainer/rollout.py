@@ -16,33 +16,46 @@ Nothing here renders or scores by itself: the environments and the scorer are pa
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from agent.messages import append_turn, revision_content
-from multiturn_trainer.environments import EpisodeEnvironments, TurnObservation
+from env.turn import TurnObservation, infrastructure_outcome, turn_observation
+from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, reply_ids
+from multiturn_trainer.store import EpisodeRecord, TurnRecord
 from rewards.mixer import COMPONENTS, PaintingToScore, ScoreResult
 
 
 @dataclass
-class EpisodeBatch:
-    rows: list[dict[str, Any]]
-    episodes: list[EpisodeTokens] | None  # token policies only
-    replies: list[list[str]]
-    observations: list[list[TurnObservation]]
-    turn_scores: list[dict[int, ScoreResult | None]]
-    rewards: list[float | None]
-    rewarded_turn: list[int | None]
-    timings: dict[str, float] = field(default_factory=dict)
+class Episode:
+    """One trajectory, as verl's ``AgentLoopOutput``: the row it started from, what the policy
+    wrote each turn, what the environment answered, and what the scored turns earned."""
+
+    row: dict[str, Any]  # {"prompt": turn-1 messages, "subject", "seed"}
+    replies: list[str] = field(default_factory=list)
+    observations: list[TurnObservation] = field(default_factory=list)
+    tokens: EpisodeTokens | None = None  # token policies only: the exact sequence the loss scores
     # The sampler's log-prob of every completion token, environment tokens NaN; None when any
     # turn's policy returned none (HF generate, recorded replies, message policies).
-    sampling_logps: list[list[float]] | None = None
-    completion_tokens: list[int] = field(default_factory=list)  # generated tokens per episode
-    policy_errors: list[str | None] = field(default_factory=list)  # why a message policy gave no reply
+    sampling_logps: list[float] | None = None
+    completion_tokens: int = 0  # generated, not replayed
+    policy_error: str | None = None  # why a message policy gave no reply
+    turn_scores: dict[int, ScoreResult | None] = field(default_factory=dict)
+    reward: float | None = None
+    rewarded_turn: int | None = None
+
+
+@dataclass
+class EpisodeBatch:
+    episodes: list[Episode]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rewards(self) -> list[float | None]:
+        return [episode.reward for episode in self.episodes]
 
 
 class EpisodeRunner:
@@ -70,8 +83,7 @@ class EpisodeRunner:
             raise TypeError(f"a policy works on 'tokens' or 'messages', not {policy.works_on!r}")
         subjects = [row["subject"] for row in rows]
         seeds = [int(row["seed"]) for row in rows]
-        replies: list[list[str]] = [[] for _ in rows]
-        observations: list[list[TurnObservation]] = [[] for _ in rows]
+        episodes = [Episode(row) for row in rows]
         timings: dict[str, float] = defaultdict(float)
 
         self.environments.reset(subjects, seeds, turns)
@@ -81,14 +93,14 @@ class EpisodeRunner:
                 texts = state.recorded([r[turn - 1] for r in recorded_replies])
             else:
                 texts = state.generate()
-            for said, text in zip(replies, texts):
-                said.append(text)
+            for episode, text in zip(episodes, texts):
+                episode.replies.append(text)
             timings["generate"] += time.perf_counter() - started
 
             started = time.perf_counter()
             turn_observations = [state.mark_failed(i, o) for i, o in enumerate(self.environments.step(texts, turn))]
-            for seen, observation in zip(observations, turn_observations):
-                seen.append(observation)
+            for episode, observation in zip(episodes, turn_observations):
+                episode.observations.append(observation)
             timings["render"] += time.perf_counter() - started
 
             if turn < turns:
@@ -97,37 +109,37 @@ class EpisodeRunner:
                 timings["generate"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        wanted = scored_turns or self.config.scored_turns()
-        turn_scores = self._score(observations, replies, subjects, seeds, wanted)
-        rewards, rewarded_turn = [], []
-        for scores, error in zip(turn_scores, state.errors):
-            reward, rewarded = self.config.episode_reward({t: None if r is None else r.total for t, r in scores.items()})
-            if error is not None or self.scorer is None:
-                reward = None  # a policy that never answered is no evidence about its painting
-            rewards.append(reward)
-            rewarded_turn.append(rewarded)
+        self._score(episodes, scored_turns or self.config.scored_turns())
+        for i, episode in enumerate(episodes):
+            episode.tokens = state.episodes[i] if state.episodes is not None else None
+            episode.sampling_logps = state.sampling_logps[i] if state.sampling_logps is not None else None
+            episode.completion_tokens = state.tokens[i]
+            episode.policy_error = state.errors[i]
+            reward, episode.rewarded_turn = self.config.episode_reward(
+                {t: None if r is None else r.total for t, r in episode.turn_scores.items()})
+            # A policy that never answered is no evidence about its painting.
+            episode.reward = None if episode.policy_error is not None or self.scorer is None else reward
         timings["score"] += time.perf_counter() - started
-        return EpisodeBatch(rows, state.episodes, replies, observations, turn_scores, rewards, rewarded_turn,
-                            dict(timings), state.sampling_logps, state.tokens, state.errors)
+        return EpisodeBatch(episodes, dict(timings))
 
-    def _score(self, observations, replies, subjects, seeds, wanted) -> list[dict[int, ScoreResult | None]]:
+    def _score(self, episodes: list[Episode], wanted: list[int]) -> None:
         """Score the paintings of the ``wanted`` turns; infrastructure failures are never judged."""
         keys, paintings = [], []
-        for i, seen in enumerate(observations):
+        for episode in episodes:
+            episode.turn_scores = {turn: None for turn in wanted}
             for turn in wanted:
+                seen = episode.observations
                 if turn > len(seen) or seen[turn - 1].infrastructure_failed:
                     continue
                 observation = seen[turn - 1]
-                keys.append((i, turn))
+                keys.append((episode, turn))
                 paintings.append(PaintingToScore(
-                    png=observation.png, code=observation.code or replies[i][turn - 1],
-                    passed=observation.passed, subject=subjects[i], group_seed=seeds[i],
+                    png=observation.png, code=observation.code or episode.replies[turn - 1],
+                    passed=observation.passed, subject=episode.row["subject"], group_seed=int(episode.row["seed"]),
                 ))
         results = self.scorer.score_many_sync(paintings) if paintings and self.scorer is not None else []
-        turn_scores: list[dict[int, ScoreResult | None]] = [{t: None for t in wanted} for _ in observations]
-        for (i, turn), result in zip(keys, results):
-            turn_scores[i][turn] = result
-        return turn_scores
+        for (episode, turn), result in zip(keys, results):
+            episode.turn_scores[turn] = result
 
 
 @dataclass
@@ -218,11 +230,11 @@ class _MessageEpisodes:
         return texts
 
     def mark_failed(self, index: int, observation: TurnObservation) -> TurnObservation:
-        """The render of an empty stand-in reply is no painting of the policy's: mark it infrastructure."""
+        """The render of an empty stand-in reply is no painting of the policy's: an infrastructure turn."""
         if self.errors[index] is None:
             return observation
-        return dataclasses.replace(observation, infrastructure_failed=True, passed=False, png=None,
-                                   violations=["infrastructure_error"], errors=[f"policy: {self.errors[index]}"])
+        failure = infrastructure_outcome(f"policy: {self.errors[index]}")
+        return turn_observation(failure, observation.turn, observation.turn + observation.turns_left)
 
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         self.conversations = [append_turn(conversation, text, observation.png, observation.feedback, turn, turns)
@@ -230,48 +242,64 @@ class _MessageEpisodes:
 
 
 def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], store, run_name: str,
-                    mix) -> list[dict[str, Any]]:
+                    mix) -> list[EpisodeRecord]:
     """The episodes.jsonl lines of a batch; ``places``: (step, group, index) of each episode.
     Saves the paintings into the run directory on the way."""
     records = []
-    for i, (row, (step, group, index)) in enumerate(zip(batch.rows, places)):
-        turns = []
-        for position, observation in enumerate(batch.observations[i]):
+    for episode, (step, group, index) in zip(batch.episodes, places):
+        turns: list[TurnRecord] = []
+        for position, observation in enumerate(episode.observations):
             turn = position + 1
-            score = batch.turn_scores[i].get(turn)
-            turns.append({
-                "turn": turn,
-                "code": observation.code,
-                "png": store.save_render(step, group, index, turn, observation.png),
-                "passed": observation.passed,
-                "violations": observation.violations,
-                "errors": observation.errors,
-                "paint_fraction": observation.paint_fraction,
-                "render_ms": observation.render_ms,
-                "reply": batch.replies[i][position],
-                "feedback": observation.feedback,
-                "infrastructure_failed": observation.infrastructure_failed,
-                "stats": observation.stats,
-                "reward": None if score is None else score.total,
-                "components": None if score is None else score.components,
-            })
-        rewarded = batch.rewarded_turn[i]
-        final = batch.turn_scores[i].get(rewarded) if rewarded else None
-        records.append({
-            "run": run_name,
-            "episode_id": f"{step}-{group}-{index}",
-            "step": step,
-            "group": group,
-            "index": index,
-            "subject": row["subject"],
-            "seed": int(row["seed"]),
-            "turns": turns,
-            "reward": batch.rewards[i],
-            "rewarded_turn": rewarded,
-            "components": dict(final.components) if final else {name: None for name in COMPONENTS},
-            "references": list(final.references) if final else [],
-            "weights": dict(mix.weights) if mix is not None else {},
-            "preset": mix.name if mix is not None else None,
-            "completion_tokens": batch.completion_tokens[i] if batch.completion_tokens else None,
-        })
+            score = episode.turn_scores.get(turn)
+            turns.append(TurnRecord(
+                turn=turn,
+                code=observation.code,
+                png=store.save_render(step, group, index, turn, observation.png),
+                passed=observation.passed,
+                violations=observation.violations,
+                errors=observation.errors,
+                paint_fraction=observation.paint_fraction,
+                render_ms=observation.render_ms,
+                reply=episode.replies[position],
+                feedback=observation.feedback,
+                infrastructure_failed=observation.infrastructure_failed,
+                stats=observation.stats,
+                reward=None if score is None else score.total,
+                components=None if score is None else score.components,
+            ))
+        rewarded = episode.rewarded_turn
+        final = episode.turn_scores.get(rewarded) if rewarded else None
+        records.append(EpisodeRecord(
+            run=run_name,
+            episode_id=f"{step}-{group}-{index}",
+            step=step,
+            group=group,
+            index=index,
+            subject=episode.row["subject"],
+            seed=int(episode.row["seed"]),
+            turns=turns,
+            reward=episode.reward,
+            rewarded_turn=rewarded,
+            components=dict(final.components) if final else {name: None for name in COMPONENTS},
+            references=list(final.references) if final else [],
+            weights=dict(mix.weights) if mix is not None else {},
+            preset=mix.name if mix is not None else None,
+            completion_tokens=episode.completion_tokens,
+        ))
     return records
+
+
+def run_into_store(runner: EpisodeRunner, policy, rows: list[dict[str, Any]], places: list[tuple[int, int, int]],
+                   store, run_name: str, mix, extra: Callable[[int, Episode], dict[str, Any]] | None = None,
+                   **run_options) -> tuple[EpisodeBatch, list[EpisodeRecord]]:
+    """Run one batch and append its records to the run directory: training, eval and
+    ``--continue-from`` all go through here. ``extra(i, episode)``: fields added to episode i's
+    record (eval's arm, slot and policy error; a continuation's origin); ``run_options`` go to
+    ``runner.run``."""
+    batch = runner.run(policy, rows, **run_options)
+    records = episode_records(batch, places, store, run_name, mix)
+    if extra is not None:
+        for i, (record, episode) in enumerate(zip(records, batch.episodes)):
+            record.update(extra(i, episode))
+    store.append_episodes(records)
+    return batch, records

@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content
+from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
 
@@ -69,7 +70,7 @@ def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = N
             rows.append({"subject": subject, "prompt_messages": first_turn_messages(subject),
                          "completion": f"```js\n{code}```"})
     if not rows:
-        raise SystemExit(f"watercolour sft: the pool {source} has no sketch sources to learn from")
+        raise UsageError(f"the pool {source} has no sketch sources to learn from")
     rng = random.Random(seed)
     return [rows[rng.randrange(len(rows))] for _ in range(n)] if n > len(rows) else rows[:n]
 
@@ -82,9 +83,9 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     colour one digit short, a sketch cut off, a forbidden call, shapes of one point) by
     sending the flawless sketch. Every draft is rendered by the real renderer, so the feedback
     is what GRPO's episodes will show; the repairs are what makes turn 2 worth having for a
-    model this small (the 2026-12-01 demo, trained on layer additions only, gained nothing).
+    model this small (a demo warm-started on layer additions only gained nothing from turn 2).
     """
-    from env.feedback import feedback_text
+    from env.turn import turn_observation
 
     rng = random.Random(f"revisions\x00{seed}")
     plans = []
@@ -103,15 +104,17 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     outcomes = evaluator.evaluate_many(drafts, [s for _, s, _ in plans])
     examples = []
     for (subject, _, _), draft, completion, outcome in zip(plans, drafts, completions, outcomes):
-        if outcome.infrastructure_failed:
+        # The draft is turn 1 of a 2-turn episode: what the environment says about it is what GRPO shows.
+        seen = turn_observation(outcome, 1, 2, getattr(evaluator, "contract", None))
+        if seen.infrastructure_failed:
             continue
         examples.append({
             "subject": subject,
             "prompt_messages": first_turn_messages(subject),
             "draft": draft,
-            "environment": revision_content(outcome.png, feedback_text(outcome, 1, 1), turn=2, turns=2),
+            "environment": revision_content(seen.png, seen.feedback, turn=2, turns=2),
             "completion": completion,
-            "draft_passed": outcome.passed,
+            "draft_passed": seen.passed,
         })
     return examples
 
@@ -138,11 +141,11 @@ def sft_labels(episode: EpisodeTokens) -> list[int]:
 def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]], *, epochs: float = 1.0,
             learning_rate: float = 2e-3, batch_size: int = 4, lora: bool = False, seed: int = 0,
             quiet: bool = False) -> SftResult:
-    from multiturn_trainer.tiny_model import load_policy
+    from multiturn_trainer.tiny_model import load_pretrained
 
     torch.manual_seed(seed)
     gpu = torch.cuda.is_available()
-    model, processor = load_policy(model_path, dtype="bfloat16" if gpu else None, device="cuda" if gpu else None)
+    model, processor = load_pretrained(model_path, dtype="bfloat16" if gpu else None, device="cuda" if gpu else None)
     if lora:
         from peft import LoraConfig, get_peft_model
 
@@ -257,19 +260,3 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     print(f"sft: warm start of the tiny {kind} model: {result.steps} steps, loss {result.first_loss:.2f} -> "
           f"{result.last_loss:.2f}; saved {out_dir}")
     return result
-
-
-def cmd_sft(args) -> int:
-    from multiturn_trainer.config import TrainConfig
-    from multiturn_trainer.train import ensure_model
-
-    ensure_model(TrainConfig(model=args.model, tiny_model=args.tiny_model, seed=args.seed))
-    if not Path(args.model, "config.json").is_file():
-        raise SystemExit(f"watercolour sft: {args.model} is not a model folder (no config.json); "
-                         "pass --tiny-model dense to build the tiny one there")
-    revisions = args.revisions if args.source in ("procedural", "compact") else 0
-    examples = warm_start_examples(args.source, args.examples, revisions, args.seed)
-    result = run_sft(args.model, args.out, examples, epochs=args.epochs, learning_rate=args.learning_rate,
-                     batch_size=args.batch_size, lora=args.lora, seed=args.seed)
-    print(f"sft: {result.steps} steps, loss {result.first_loss:.3f} -> {result.last_loss:.3f}; saved {result.out_dir}")
-    return 0

@@ -13,7 +13,7 @@ import os
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from env.contact_sheet import SheetItem, contact_sheet
 from env.files import write_atomically
@@ -25,6 +25,52 @@ RENDERS = "renders"
 CHECKPOINTS = "checkpoints"
 GALLERY = "gallery.png"
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
+
+
+class TurnRecord(TypedDict):
+    """One turn of an episode in episodes.jsonl (ARCHITECTURE.md, the run directory)."""
+
+    turn: int
+    code: str | None  # the sketch the gate took from the reply
+    png: str | None  # the painting, relative to the run directory
+    passed: bool
+    violations: list[str]
+    errors: list[str]
+    paint_fraction: float
+    render_ms: int
+    reply: str  # the policy's whole reply
+    feedback: str  # what the policy was told before its next turn
+    infrastructure_failed: bool
+    stats: dict[str, Any]
+    reward: float | None  # None when the turn was not scored
+    components: dict[str, float | None] | None
+
+
+class EpisodeRecord(TypedDict):
+    """One line of episodes.jsonl: a whole episode, its turns and its reward."""
+
+    run: str
+    episode_id: str  # "step-group-index"
+    step: int
+    group: int
+    index: int
+    subject: str
+    seed: int
+    turns: list[TurnRecord]
+    reward: float | None  # None: dropped (an infrastructure failure), never a made-up score
+    rewarded_turn: int | None
+    components: dict[str, float | None]
+    references: list[str]
+    weights: dict[str, float]
+    preset: str | None
+    completion_tokens: int
+    # `watercolour eval`'s episodes: which arm, slot and sample, and why a policy gave no reply.
+    arm: NotRequired[str]
+    slot: NotRequired[int]
+    sample: NotRequired[int]
+    policy_error: NotRequired[str | None]
+    # `replay --continue-from`'s episodes: the recorded episode they continue.
+    continued_from: NotRequired[dict[str, Any]]
 
 
 class RunStore:

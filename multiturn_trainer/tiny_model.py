@@ -5,7 +5,7 @@ Tests and the CPU demo need a model that loads with ``AutoModelForImageTextToTex
 Qwen/Qwen3.5-35B-A3B (``Qwen3_5MoeForConditionalGeneration``), but that is built here from
 nothing: no Hub access, no downloaded weights. ``build_tiny_model`` writes such a checkpoint
 (random weights from a fixed seed, a byte-level BPE tokenizer trained on the project's own
-sketches, the real processor classes and the real chat template); ``load_policy`` is the one
+sketches, the real processor classes and the real chat template); ``load_pretrained`` is the one
 loader the trainer uses for tiny and real checkpoints alike.
 
 Where the chat template comes from: ``QWEN3_5_CHAT_TEMPLATE`` is the official Qwen3.5 template,
@@ -22,7 +22,6 @@ layout relative to ``<|endoftext|>`` (Qwen3.5's config defaults place ``<|vision
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -435,7 +434,7 @@ def build_tiny_model(
     return out_dir
 
 
-def load_policy(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None):
+def load_pretrained(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None):
     """(model, processor) for a Qwen3.5 checkpoint directory, tiny or real, via the Auto classes.
 
     ``dtype=None`` keeps the checkpoint's own dtype (float32 for the tiny model, bfloat16 for
@@ -454,23 +453,3 @@ def load_policy(path: str | Path, dtype: str | torch.dtype | None = None, device
     )
     processor = AutoProcessor.from_pretrained(str(path))
     return model, processor
-
-
-def add_parser(sub) -> None:
-    build = sub.add_parser("build-tiny", help="build a tiny offline Qwen3.5 VLM (tests, CPU demo)")
-    build.add_argument("--out", default=None, metavar="DIR", help="default: out/tiny-KIND")
-    build.add_argument("--kind", choices=MODEL_KINDS, default="dense")
-    build.add_argument("--seed", type=int, default=0)
-    build.set_defaults(func=cmd_build_tiny)
-
-
-def cmd_build_tiny(args: argparse.Namespace) -> int:
-    out_dir = Path(args.out) if args.out else Path("out") / f"tiny-{args.kind}"
-    build_tiny_model(out_dir, kind=args.kind, seed=args.seed)
-    description = json.loads((out_dir / "tiny_model.json").read_text(encoding="utf-8"))
-    print(
-        f"tiny {description['kind']} model ({description['model_class']}, "
-        f"{description['parameters']:,} parameters, {description['tokenizer']['tokens']} tokens, "
-        f"layers {'/'.join(description['layer_types'])}) in {out_dir}"
-    )
-    return 0

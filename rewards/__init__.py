@@ -1,1 +1,1 @@
-"""Scoring of final paintings: gate, length, judge, HPSv3, style (issue 3)."""
+"""Scoring of final paintings: gate, length, judge, HPSv3, style."""

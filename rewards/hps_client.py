@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import httpx
 
-from rewards.http_retry import FatalScorerError, RetryPolicy, request_with_retries
+from rewards.http_retry import FatalScorerError, RetrySchedule, request_with_retries
 
 SERVICE = "HPSv3 scorer"
 
@@ -42,13 +42,13 @@ class HPSv3Client:
         self,
         base_url: str,
         timeout_s: float = 120.0,
-        policy: RetryPolicy = RetryPolicy(),
+        retries: RetrySchedule = RetrySchedule(),
         token: str | None = None,
         rng: random.Random | None = None,
     ):
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
-        self.policy = policy
+        self.retries = retries
         self.token = token
         self.rng = rng
 
@@ -78,7 +78,7 @@ class HPSv3Client:
                 "POST",
                 f"{self.base_url}/score",
                 service=SERVICE,
-                policy=self.policy,
+                retries=self.retries,
                 rng=self.rng,
                 json=body,
                 headers=self._headers(),
@@ -125,7 +125,7 @@ class HPSv3Client:
         """The server's /health answer, or None when it cannot be reached or answers oddly."""
         async with httpx.AsyncClient(timeout=self.timeout_s) as client:
             response = await request_with_retries(
-                client, "GET", f"{self.base_url}/health", service=SERVICE, policy=self.policy, rng=self.rng,
+                client, "GET", f"{self.base_url}/health", service=SERVICE, retries=self.retries, rng=self.rng,
                 headers=self._headers(),
             )
         if response is None:
@@ -151,4 +151,4 @@ class HPSv3Client:
             return pool.submit(asyncio.run, self.score(pngs, prompts, subject)).result()
 
 
-__all__ = ["HPSv3Client", "FatalScorerError", "RetryPolicy", "SERVICE"]
+__all__ = ["HPSv3Client", "FatalScorerError", "RetrySchedule", "SERVICE"]

@@ -1,4 +1,4 @@
-"""One retry policy for every remote scorer (the pairwise judge and the HPSv3 server).
+"""One retry schedule for every remote scorer (the pairwise judge and the HPSv3 server).
 
 Retry what a busy server says is temporary (408, 429, 5xx, timeouts, dropped connections)
 with exponential backoff, full jitter and ``Retry-After``; stop at once, and loudly, on
@@ -25,7 +25,7 @@ class FatalScorerError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RetrySchedule:
     max_attempts: int = 5
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
@@ -73,7 +73,7 @@ async def request_with_retries(
     url: str,
     *,
     service: str,
-    policy: RetryPolicy = RetryPolicy(),
+    retries: RetrySchedule = RetrySchedule(),
     rng: random.Random | None = None,
     sleep=asyncio.sleep,
     failures: list[str] | None = None,
@@ -85,15 +85,15 @@ async def request_with_retries(
         if failures is not None:
             failures.append(why)
 
-    for attempt in range(policy.max_attempts):
-        last_try = attempt == policy.max_attempts - 1
+    for attempt in range(retries.max_attempts):
+        last_try = attempt == retries.max_attempts - 1
         try:
             response = await client.request(method, url, **kwargs)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             if last_try:
                 return None
-            await sleep(policy.backoff(attempt, rng))
+            await sleep(retries.backoff(attempt, rng))
             continue
         if response.status_code in FATAL_STATUS:
             raise FatalScorerError(fatal_message(service, response))
@@ -103,7 +103,7 @@ async def request_with_retries(
         if response.status_code not in RETRYABLE_STATUS or last_try:
             return None
         delay = retry_after_seconds(response)
-        if delay is not None and delay > policy.max_retry_after_s:
+        if delay is not None and delay > retries.max_retry_after_s:
             return None
-        await sleep(delay if delay is not None else policy.backoff(attempt, rng))
+        await sleep(delay if delay is not None else retries.backoff(attempt, rng))
     return None

@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import yaml
 
+from env.errors import UsageError
 from env.files import DATA_ROOT
 from rewards.components import LengthRamp, gate_score
 
@@ -222,7 +223,7 @@ def build_scorer(preset: str | Path, pool, *, judge_url: str | None = None, judg
         style = style_image_scorer(StyleScorer.from_pool_dir(pool.root))
     if mix.uses("hpsv3"):
         if not hps_url:
-            raise SystemExit(f"watercolour score: preset {mix.name!r} needs HPSv3: pass --hps-url "
+            raise UsageError(f"preset {mix.name!r} needs HPSv3: pass --hps-url "
                              "(an HPSv3 scorer server, e.g. `watercolour hps-serve` on a GPU machine)")
         from rewards.hps_client import HPSv3Client
 

@@ -752,7 +752,7 @@ def measure_step(model, processor, config, scratch: Path, step_tokens: int, gpu:
     reason = browser_missing()
     if reason is not None:
         return skipped(reason)
-    from multiturn_trainer.environments import make_environments
+    from multiturn_trainer.env_backends import make_environments
     from multiturn_trainer.store import RunStore
     from multiturn_trainer.train import train
 
@@ -760,7 +760,7 @@ def measure_step(model, processor, config, scratch: Path, step_tokens: int, gpu:
                     output_dir=str(scratch / "run"), report_to="none", save_steps=10, reward_preset="style-offline",
                     use_vllm=False, tiny_model=None)
     with Memory(gpu) as memory:
-        summary = train(short, environments=InjectedSketches(make_environments(short)), policy=(model, processor))
+        summary = train(short, environments=InjectedSketches(make_environments(short)), model_and_processor=(model, processor))
     [metrics] = RunStore(summary.run_dir, "gpu-check").read_metrics()
     with open(summary.run_dir / "episodes.jsonl") as lines:
         images = [sum(1 for t in json.loads(line)["turns"][:-1] if t["png"]) for line in lines]

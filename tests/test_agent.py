@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -196,6 +200,24 @@ def test_procedural_subjects():
         assert any(needle in subject for subject in SUBJECTS), needle
     with pytest.raises(ValueError):
         generate_sketch("a portrait of a cat", 0)
+
+
+def test_every_train_subject_has_a_composer_and_a_missing_one_fails_the_call_not_the_import(tmp_path):
+    from agent.subjects import subjects as subject_split
+    from multiturn_trainer.procedural import check_composers
+    from multiturn_trainer.procedural.compositions import COMPOSERS
+
+    assert set(subject_split("train")) <= set(COMPOSERS)
+    check_composers()
+    subjects = tmp_path / "subjects.yaml"
+    subjects.write_text("train: [a harbour at dusk, a portrait of a cat]\neval: [a still life]\n")
+    script = ("import multiturn_trainer.procedural as p\n"
+              "assert len(p.generate_sketch('a harbour at dusk', 0)) > 0\n"
+              "try:\n    p.sft_examples(2)\nexcept ValueError as error:\n    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "WATERCOLOUR_SUBJECTS": str(subjects)})
+    assert done.returncode == 0, done.stderr
+    assert "without a procedural composer: ['a portrait of a cat']" in done.stdout
 
 
 def test_two_hundred_procedural_sketches_pass_the_static_gate():

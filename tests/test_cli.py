@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT, SMALL_SKETCH
 
 RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
@@ -118,10 +120,14 @@ def test_every_help_answers_fast_and_matches_the_readme():
         "usage: watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL)")
     assert "(default: style-offline" in helps["score"]
     assert "(default configs/learn.yaml)" in helps["bench learn"] and "RUN_DIR [RUN_DIR ...]" in helps["report"]
-    # train and demo list every TrainConfig field with its docstring, defaults from their preset.
-    from multiturn_trainer.config import TrainConfig, field_docs
+    # train and demo list every TrainConfig field with its help (the field's metadata, which TRL's
+    # parser shows as it is), defaults from their preset.
+    from dataclasses import fields
 
-    docs = field_docs(TrainConfig)
+    from multiturn_trainer.config import TrainConfig
+
+    docs = {f.name: f.metadata.get("help") for f in fields(TrainConfig)}
+    assert all(docs.values()), [name for name, doc in docs.items() if not doc]
     for command, preset in (("train", "configs/smoke.yaml"), ("demo", "configs/demo.yaml")):
         text = helps[command]
         assert text.startswith(f"usage: watercolour {command} [-h] [--config FILE] [--resume] [--key value ...]")
@@ -143,6 +149,7 @@ def test_train_rejects_unknown_keys_in_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # 7 s
 def test_score_finds_the_sketches_render_wrote_beside_its_paintings(tmp_path):
     out = tmp_path / "out"
     proc = run_cli("render", "examples/sketches/poppies.js", "examples/simple/two_apples.js", "--out-dir", str(out),

@@ -23,6 +23,7 @@ from env.contract import REASON_CODES, SketchContract
 from env.core import SketchOutcome
 from env.client import WatercolourEnv, infrastructure_failed, png_bytes
 from env.environment import SharedEvaluator, WatercolourEnvironment
+from env.errors import UsageError
 from env.feedback import MAX_DETAIL_LINES, MAX_FEEDBACK_CHARS, MAX_LINE_CHARS, feedback_text
 from env.models import MAX_RESPONSE_CHARS, WatercolourAction, WatercolourObservation
 from env.server import create_app
@@ -227,6 +228,7 @@ def test_http_routes_describe_the_environment(server_url):
         assert {"subject", "seed", "turns"} <= set(schema["state"]["properties"])
 
 
+@pytest.mark.slow  # 5 s
 def test_three_concurrent_sessions_keep_independent_episodes(server_url):
     async def episode(index: int):
         async with WatercolourEnv(base_url=server_url) as client:
@@ -341,15 +343,16 @@ def test_services_refuse_other_addresses_without_a_token(monkeypatch):
     from rewards.hps_server import serve_hps
 
     monkeypatch.delenv("WATERCOLOUR_TOKEN", raising=False)
-    with pytest.raises(SystemExit, match="without a token"):
+    with pytest.raises(UsageError, match="without a token"):
         serve(host="0.0.0.0", port=1)
-    with pytest.raises(SystemExit, match="without a token"):
+    with pytest.raises(UsageError, match="without a token"):
         serve_hps(host="0.0.0.0", port=1)
 
 
 # --- load: many sessions from several client processes --------------------------------------------
 
 
+@pytest.mark.slow  # 22 s
 def test_load_from_client_processes_completes_every_session_and_counts_refusals(evaluator):
     from env.bench_serve import run_load
 
@@ -365,6 +368,7 @@ def test_load_from_client_processes_completes_every_session_and_counts_refusals(
         assert summary["completed"] + summary["refused"] == 5
 
 
+@pytest.mark.slow  # 12 s
 def test_bench_serve_command_starts_its_own_server(tmp_path):
     sketch = tmp_path / "small.js"
     sketch.write_text(SMALL_REPLY)

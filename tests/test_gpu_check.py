@@ -65,6 +65,7 @@ def image_pad_runs(ids: list[int], pad: int) -> list[int]:
     return runs
 
 
+@pytest.mark.slow  # 306-342 s with other work running (load 12-14)
 def test_gpu_check_runs_every_phase_on_cpu_with_tiny_shapes(tmp_path, monkeypatch, capsys):
     """Every phase on tiny shapes where TRL and a browser are installed (this venv): the code
     the H200 runs, with vLLM's engine replaced by a recorder."""
@@ -214,6 +215,7 @@ def test_two_gpu_preset_reaches_trls_server_mode(tmp_path):
     assert args.vllm_enable_sleep_mode is False and args.vllm_max_model_length == 16_384
 
 
+@pytest.mark.slow  # its own lane (make rehearse-device), 88-142 s
 @pytest.mark.skipif(not os.environ.get("WATERCOLOUR_DEVICE_PYTHON"),
                     reason="the GPU image's rehearsal venv runs in its own lane: make rehearse-device")
 def test_gpu_check_under_the_gpu_images_versions(tmp_path):
@@ -237,6 +239,7 @@ def test_gpu_check_under_the_gpu_images_versions(tmp_path):
         assert report[phase]["status"] == "skipped" and why in report[phase]["reason"], phase
 
 
+@pytest.mark.slow  # 36-47 s with other work running (load 12-14)
 def test_gpu_check_json_keeps_the_finished_phases_when_killed(tmp_path):
     """Killed half-way (SIGKILL, no clean-up), the JSON holds every phase that finished."""
     env = {**os.environ, "OUT": str(tmp_path), "PYTHONUNBUFFERED": "1"}

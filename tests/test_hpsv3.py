@@ -40,7 +40,7 @@ from rewards.hpsv3 import (  # noqa: E402
     score_from_mu,
     to_legacy_state_dict,
 )
-from rewards.http_retry import FatalScorerError, RetryPolicy  # noqa: E402
+from rewards.http_retry import FatalScorerError, RetrySchedule  # noqa: E402
 
 from tiny_hpsv3 import build_tiny_hpsv3  # noqa: E402
 
@@ -49,7 +49,7 @@ from tiny_hpsv3 import build_tiny_hpsv3  # noqa: E402
 OFFICIAL_INSTRUCTION_SHA256 = "0393599dad45a971903d1d62a3acf9bad3ccccdafa7f40f680523419e1f68b7a"
 OFFICIAL_REWARD_SUFFIX_SHA256 = "2471faca094ae5bd6fe17b71dce20c3d7583625545e235889f7e74e7eeb69d0a"
 
-FAST_RETRIES = RetryPolicy(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0)
+FAST_RETRIES = RetrySchedule(max_attempts=2, base_delay_s=0.0, max_delay_s=0.0)
 
 
 def png_bytes(image: Image.Image) -> bytes:
@@ -267,7 +267,7 @@ class FailingScorer:
 def test_end_to_end_over_http(scorer, mixed_images):
     app = create_hps_app(scorer, max_request_bytes=4 * 1024 * 1024)
     with running_server(app) as url:
-        client = HPSv3Client(url, timeout_s=30, policy=FAST_RETRIES)
+        client = HPSv3Client(url, timeout_s=30, retries=FAST_RETRIES)
         assert client.score_sync([]) == []
         health = asyncio.run(client.health())
         assert health["status"] == "ok" and health["position_mode"] == "1d"
@@ -289,7 +289,7 @@ def test_end_to_end_over_http(scorer, mixed_images):
 def test_server_failure_becomes_none_after_retries():
     failing = FailingScorer(HPSv3Config())
     with running_server(create_hps_app(failing)) as url:
-        client = HPSv3Client(url, timeout_s=10, policy=FAST_RETRIES)
+        client = HPSv3Client(url, timeout_s=10, retries=FAST_RETRIES)
         assert client.score_sync([noise_png(64, 64, 1), noise_png(64, 64, 2)]) == [None, None]
     assert failing.calls == FAST_RETRIES.max_attempts, "a 500 is retried before giving up"
 
@@ -310,7 +310,7 @@ def test_garbage_answers_become_none():
         return next(answers)
 
     with running_server(garbage) as url:
-        client = HPSv3Client(url, timeout_s=10, policy=FAST_RETRIES)
+        client = HPSv3Client(url, timeout_s=10, retries=FAST_RETRIES)
         pngs = [noise_png(32, 32, 1), noise_png(32, 32, 2)]
         assert client.score_sync(pngs) == [None, None]
         assert client.score_sync(pngs) == [None, None]
@@ -323,9 +323,9 @@ def test_unauthorised_is_fatal(scorer, mixed_images):
     app = create_hps_app(scorer, token="s3cret")
     with running_server(app) as url:
         with pytest.raises(FatalScorerError, match="401"):
-            HPSv3Client(url, timeout_s=10, policy=FAST_RETRIES).score_sync(mixed_images[:1])
+            HPSv3Client(url, timeout_s=10, retries=FAST_RETRIES).score_sync(mixed_images[:1])
         with pytest.raises(FatalScorerError):
-            HPSv3Client(url, timeout_s=10, policy=FAST_RETRIES, token="wrong").score_sync(mixed_images[:1])
-        accepted = HPSv3Client(url, timeout_s=10, policy=FAST_RETRIES, token="s3cret").score_sync(mixed_images[:1])
+            HPSv3Client(url, timeout_s=10, retries=FAST_RETRIES, token="wrong").score_sync(mixed_images[:1])
+        accepted = HPSv3Client(url, timeout_s=10, retries=FAST_RETRIES, token="s3cret").score_sync(mixed_images[:1])
         assert accepted[0] is not None and 0.0 < accepted[0] < 1.0
 

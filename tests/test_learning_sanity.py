@@ -94,6 +94,7 @@ def adapter_weights(trainer) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
 
 
+@pytest.mark.slow  # 537 s: 2 runs of 6 steps
 def test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls(untrained_policy, environments, tmp_path):
     up_trainer, up = run_training(sanity_config(untrained_policy, tmp_path / "up"), environments, FeatureReward(+1))
     down_trainer, down = run_training(sanity_config(untrained_policy, tmp_path / "down"), environments,
@@ -112,6 +113,7 @@ def test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls(untra
     assert metrics[-1]["episode/reward_mean"] > metrics[0]["episode/reward_mean"]
 
 
+@pytest.mark.slow  # 84 s at 3 steps of 16; now 2 steps of 8
 def test_zero_learning_rate_moves_nothing(untrained_policy, environments, tmp_path):
     config = sanity_config(untrained_policy, tmp_path / "still", learning_rate=0.0, steps=2, num_generations=8)
     started = {}
@@ -124,6 +126,7 @@ def test_zero_learning_rate_moves_nothing(untrained_policy, environments, tmp_pa
     assert all(len(set(rewards)) > 1 for rewards in rewards_by_step(store).values())
 
 
+@pytest.mark.slow  # 13 s
 def test_a_group_with_one_reward_gets_zero_advantages(untrained_policy, environments, tmp_path):
     config = sanity_config(untrained_policy, tmp_path / "groups", prompts_per_step=2, num_generations=4, steps=1,
                            subjects=SUBJECTS)
@@ -172,7 +175,7 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
         trainer.compute_loss = loss
 
     trainer, _ = run_training(config, environments, FeatureReward(+1), before_train=capture)
-    episodes = trainer.last_episode_batch.episodes
+    episodes = [e.tokens for e in trainer.last_episode_batch.episodes]
     assert grads and len(grads) == len(completions)
     checked_env = checked_policy = 0
     for grad, completion in zip(grads, completions):

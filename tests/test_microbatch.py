@@ -47,6 +47,7 @@ PATTERNS = {
 }
 
 
+@pytest.mark.slow  # warm-started tiny policy
 @pytest.mark.parametrize("micro, pattern", [(1, "2-0-1-2"), (2, "2-0-1-2"), (2, "0-0-0-2")])
 def test_train_with_micro_batches_and_mixed_image_counts(micro, pattern, moe_policy, environments, tmp_path):
     paints = PATTERNS[pattern]

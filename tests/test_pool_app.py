@@ -16,6 +16,7 @@ from fake_openai_server import FakeOpenAIServer, FakeReply
 from rewards.pool import CANDIDATE, ReferencePool
 from curation.app import create_pool_app
 from curation.build import build
+from env.errors import UsageError
 
 COLOURS = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e", "#7c3aed"]
 
@@ -61,6 +62,7 @@ def test_build_stages_passing_sketches_as_candidates_with_coverage(staged_pool):
     assert pool.draw(seed=0) == [] and pool.counts()["love"] == 0
 
 
+@pytest.mark.slow  # 5 s
 def test_build_from_an_openai_compatible_endpoint(tmp_path):
     reply = FakeReply.content(f"Here you go:\n```js\n{SMALL_SKETCH.replace('#2b6cb0', '#123456')}```")
     with FakeOpenAIServer(rule=lambda request: reply) as server:
@@ -69,10 +71,11 @@ def test_build_from_an_openai_compatible_endpoint(tmp_path):
     assert len(asked) == 2 and asked[0].model == "painter" and "two circles" in asked[0].text
     # Same reply, same seed-independent painting? No: each request has its own render seed.
     assert len(report.staged) + report.duplicates == 2 and len(report.staged) >= 1
-    with pytest.raises(SystemExit, match="exactly one of"):
+    with pytest.raises(UsageError, match="exactly one of"):
         build(build_args(tmp_path / "pool", endpoint=server.base_url, source=str(tmp_path)))
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_build_from_a_local_policy(dense_policy, tmp_path):
     report = build(build_args(tmp_path / "pool", policy=str(dense_policy), count=3, max_tokens=320, temperature=0.5))
     assert len(report.staged) + report.duplicates + len(report.failed) == 3

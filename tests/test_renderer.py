@@ -103,6 +103,7 @@ def _runtime_fixtures():
         yield pytest.param(path, expected, id=path.stem)
 
 
+@pytest.mark.slow  # 8 s for the infinite loop
 @pytest.mark.parametrize("path, expected", list(_runtime_fixtures()))
 def test_runtime_hostile_fixtures(path, expected, renderer):
     deadline = 8.0
@@ -115,6 +116,7 @@ def test_runtime_hostile_fixtures(path, expected, renderer):
     assert time.perf_counter() - started < deadline + 30
 
 
+@pytest.mark.slow  # 5 s
 def test_runaway_loop_is_killed_and_pool_keeps_serving(renderer):
     started = time.perf_counter()
     result = renderer.render(small_sketch_with("\n  while (true) {}"), seed=1, deadline_s=3)
@@ -137,7 +139,7 @@ NETWORK_ATTEMPTS = [
     "location.href = 'http://127.0.0.1:{port}/navigate';",
     "window.open('http://127.0.0.1:{port}/popup');",
     "const l = document.querySelector('head'); l.insertAdjacentHTML('beforeend', '<link rel=stylesheet href=http://127.0.0.1:{port}/l.css>');",
-    # issue 13: doors the old depth-counting guard left open (the network layer held them)
+    # Doors a depth-counting guard would leave open (the network layer held them)
     "document.body.append(document.createRange().createContextualFragment('<img src=http://127.0.0.1:{port}/frag>'));",
     "document.head.after('x'); document.body.outerHTML = '<body><img src=http://127.0.0.1:{port}/outer></body>';",
     "brush.circle({{ valueOf() {{ const im = new Image(); im.src = 'http://127.0.0.1:{port}/valueof'; return 40; }} }}, 50, 50);",
@@ -148,6 +150,7 @@ NETWORK_ATTEMPTS = [
 ]
 
 
+@pytest.mark.slow  # 18 s
 def test_no_request_leaves_the_page(renderer, loopback_listener):
     port = loopback_listener.port
     results = []
@@ -228,6 +231,7 @@ def test_failed_start_does_not_leak_the_loop_thread():
     assert threading.active_count() == before
 
 
+@pytest.mark.slow  # 7 s
 def test_default_backend_accumulates_fill_masks_in_float16():
     """The default's look depends on float16 mask canvases (8-bit software masks lose paint on
     every translucent layer): same sketch, same seed, the float16 masks paint darker."""
@@ -244,6 +248,7 @@ def test_default_backend_accumulates_fill_masks_in_float16():
     assert painted["llvmpipe-f16"] > painted["llvmpipe-sw2d"] * 1.02, painted  # 18.4 vs 17.8 measured
 
 
+@pytest.mark.slow  # 6 s
 def test_browser_killed_mid_render_is_an_infrastructure_error_and_is_replaced():
     import threading
 

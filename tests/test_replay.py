@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from env.errors import UsageError
 from helpers import ROOT, tiny_config
 from fake_openai_server import FakeOpenAIServer, prefer_image
 from multiturn_trainer.continuation import continue_run
@@ -38,6 +39,7 @@ def test_rank_correlation_handles_ties_and_constant_inputs():
     assert spearman([1, 1, 1], [1, 2, 3]) is None and spearman([1], [2]) is None
 
 
+@pytest.mark.slow  # warm-started tiny policy (via recorded_run)
 def test_rescore_with_a_judge_writes_new_components_next_to_the_old(recorded_run):
     store, config, episodes = load_run(recorded_run)
     # A real HTTP judge on 127.0.0.1 that prefers the run's first painted final turn to any
@@ -78,6 +80,7 @@ def test_rescore_with_a_judge_writes_new_components_next_to_the_old(recorded_run
     assert summary["moved"] and all("rank_shift" in r for r in summary["moved"])
 
 
+@pytest.mark.slow  # warm-started tiny policy (via recorded_run)
 def test_export_is_a_dataset_that_load_dataset_reads(recorded_run, tmp_path):
     from datasets import load_dataset
 
@@ -102,6 +105,7 @@ def test_export_is_a_dataset_that_load_dataset_reads(recorded_run, tmp_path):
             assert row["image"] is None and row["file_name"] is None
 
 
+@pytest.mark.slow  # warm-started tiny policy (via recorded_run)
 def test_continue_from_turn_two_keeps_the_recorded_first_turn(recorded_run, environments, tmp_path):
     store, config, episodes = load_run(recorded_run)
     ordered = sorted(episodes, key=lambda e: (e["step"], e["group"], e["index"]))
@@ -123,13 +127,14 @@ def test_continue_from_turn_two_keeps_the_recorded_first_turn(recorded_run, envi
         assert record["reward"] is not None or record["turns"][1]["infrastructure_failed"]
     for step in (1, 2):
         assert (out / "renders" / f"step-{step:05d}" / "contact_sheet.png").is_file()
-    with pytest.raises(SystemExit, match="already holds episodes"):
+    with pytest.raises(UsageError, match="already holds episodes"):
         continue_run(recorded_run, ordered, 2, recorded_run / "checkpoints" / "step-1", out, environments=environments)
-    with pytest.raises(SystemExit, match="between 1 and 2"):
+    with pytest.raises(UsageError, match="between 1 and 2"):
         continue_run(recorded_run, ordered, 3, recorded_run / "checkpoints" / "step-1", tmp_path / "x",
                      environments=environments)
 
 
+@pytest.mark.slow  # warm-started tiny policy (via recorded_run)
 def test_replay_command_line_prints_statistics_gallery_and_export(recorded_run, tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "watercolour.cli", "replay", str(recorded_run), "--gallery", str(tmp_path / "g.html"),

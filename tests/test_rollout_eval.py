@@ -1,4 +1,4 @@
-"""The one episode loop with every kind of policy, and `watercolour eval` (issue 14).
+"""The one episode loop with every kind of policy, and `watercolour eval`.
 
 Real components throughout: the tiny Qwen3.5 through ``LocalModelPolicy``, a loopback
 OpenAI-compatible server answering with real sketches through ``EndpointPolicy``, the
@@ -26,8 +26,8 @@ from helpers import SMALL_SKETCH, tiny_config
 from fake_openai_server import FakeOpenAIServer, FakeReply, chat_completion
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.rollout import EpisodeRunner
-from multiturn_trainer.tiny_model import load_policy
-from multiturn_trainer.train import build_scorer, episode_row
+from multiturn_trainer.tiny_model import load_pretrained
+from multiturn_trainer.resources import scorer_for, episode_row
 
 # --- statistics on synthetic rewards with known answers -------------------------------------
 
@@ -125,7 +125,7 @@ def test_endpoint_policy_sees_its_painting_on_turn_two_and_the_episode_is_scored
     with FakeOpenAIServer(rule=lambda request: sketch_reply(next(colours))) as server:
         policy = EndpointPolicy(server.base_url, "painter", max_tokens=500, concurrency=2, seed=11)
         rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
-        batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
+        batch = EpisodeRunner(config, environments, scorer_for(config)).run(policy, rows)
         asked = server.chat_requests()
     assert len(asked) == 4 and all(r.model == "painter" and r.bearer_token == "sekret" for r in asked)
     assert sorted(r.body["seed"] for r in asked) == [11, 12, 13, 14]  # every sample its own seed
@@ -137,17 +137,17 @@ def test_endpoint_policy_sees_its_painting_on_turn_two_and_the_episode_is_scored
         [url] = request.image_urls
         assert url.startswith("data:image/png;base64,")
         shown = decoded_image(url)
-        matches = [i for i, seen in enumerate(batch.observations)
-                   if np.array_equal(shown, np.asarray(painting_image(seen[0].png)))]
+        matches = [i for i, e in enumerate(batch.episodes)
+                   if np.array_equal(shown, np.asarray(painting_image(e.observations[0].png)))]
         assert len(matches) == 1
         episode = matches[0]
-        assert batch.rows[episode]["subject"] in request.text
+        assert batch.episodes[episode].row["subject"] in request.text
         # The reply of turn 1 is in the conversation as the assistant's message.
         assistant = [m for m in request.body["messages"] if m["role"] == "assistant"]
-        assert assistant[0]["content"][0]["text"] == batch.replies[episode][0]
-    assert all(o.passed and o.png for seen in batch.observations for o in seen)
-    assert all(isinstance(r, float) for r in batch.rewards) and batch.sampling_logps is None
-    assert batch.episodes is None and batch.policy_errors == [None, None]
+        assert assistant[0]["content"][0]["text"] == batch.episodes[episode].replies[0]
+    assert all(o.passed and o.png for e in batch.episodes for o in e.observations)
+    assert all(isinstance(r, float) for r in batch.rewards) and all(e.sampling_logps is None for e in batch.episodes)
+    assert all(e.tokens is None for e in batch.episodes) and [e.policy_error for e in batch.episodes] == [None, None]
 
 
 def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_zero(environments, tmp_path):
@@ -158,13 +158,13 @@ def test_an_unreachable_endpoint_is_an_infrastructure_failure_not_a_zero(environ
     policy = EndpointPolicy(f"http://127.0.0.1:{port}/v1", "painter", max_attempts=2, retry_delay_s=0.01,
                             timeout_s=2)
     rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
-    batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
+    batch = EpisodeRunner(config, environments, scorer_for(config)).run(policy, rows)
     assert batch.rewards == [None, None]
-    assert all(error and "no answer" in error for error in batch.policy_errors)
-    for seen in batch.observations:
+    assert all(e.policy_error and "no answer" in e.policy_error for e in batch.episodes)
+    for seen in [e.observations for e in batch.episodes]:
         assert [o.infrastructure_failed for o in seen] == [True, True]
         assert seen[0].violations == ["infrastructure_error"] and seen[0].errors[0].startswith("policy:")
-    assert all(score is None for scores in batch.turn_scores for score in scores.values())
+    assert all(score is None for e in batch.episodes for score in e.turn_scores.values())
 
 
 def test_endpoint_answers_in_parts_or_empty_are_read_as_the_server_meant_them(environments, tmp_path):
@@ -180,16 +180,17 @@ def test_endpoint_answers_in_parts_or_empty_are_read_as_the_server_meant_them(en
                        FakeReply.error(400, message="this model's maximum context length is 4096 tokens"))
         policy = EndpointPolicy(server.base_url, "painter", concurrency=1, max_attempts=1)
         rows = [episode_row(config, "a red apple", seed) for seed in (1, 2, 3, 4, 5)]
-        batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows)
-    [parted], [nothing], [empty], [broken], [refused] = batch.observations
+        batch = EpisodeRunner(config, environments, scorer_for(config)).run(policy, rows)
+    [parted], [nothing], [empty], [broken], [refused] = [e.observations for e in batch.episodes]
+    errors = [e.policy_error for e in batch.episodes]
     assert parted.passed and batch.rewards[0] > 0
     for seen, reward in ((nothing, batch.rewards[1]), (empty, batch.rewards[2])):
         assert seen.violations == ["no_code"] and not seen.infrastructure_failed and reward == 0.0
     assert broken.infrastructure_failed and batch.rewards[3] is None
-    assert batch.policy_errors[:3] == [None, None, None] and "unreadable answer" in batch.policy_errors[3]
+    assert errors[:3] == [None, None, None] and "unreadable answer" in errors[3]
     # A refusal the client cannot retry says what the server said.
     assert refused.infrastructure_failed and batch.rewards[4] is None
-    assert "HTTP 400" in batch.policy_errors[4] and "maximum context length" in batch.policy_errors[4]
+    assert "HTTP 400" in errors[4] and "maximum context length" in errors[4]
 
 
 def test_openai_messages_send_images_as_png_data_urls():
@@ -204,25 +205,28 @@ def test_openai_messages_send_images_as_png_data_urls():
 # --- the tiny model through the local policy ------------------------------------------------
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_local_policy_runs_two_turn_episodes_with_the_painting_in_its_context(dense_policy, environments, tmp_path):
     config = tiny_config(dense_policy, tmp_path / "run", turns=2)
-    model, processor = load_policy(dense_policy)
+    model, processor = load_pretrained(dense_policy)
     policy = LocalModelPolicy(model.eval(), processor, max_new_tokens=320, temperature=0.5, seed=3)
     rows = [episode_row(config, "a red apple", 5), episode_row(config, "a blue pond", 6)]
-    batch = EpisodeRunner(config, environments, build_scorer(config)).run(policy, rows, scored_turns=[1, 2])
-    assert [len(r) for r in batch.replies] == [2, 2]
-    for episode, seen in zip(batch.episodes, batch.observations):
+    batch = EpisodeRunner(config, environments, scorer_for(config)).run(policy, rows, scored_turns=[1, 2])
+    assert [len(e.replies) for e in batch.episodes] == [2, 2]
+    for episode, seen in ((e.tokens, e.observations) for e in batch.episodes):
         # Turn 2 was generated after the environment turn, whose image tokens are in the sequence.
         assert 0 in episode.env_mask and episode.env_mask[-1] == 1
         assert len(episode.images) == sum(o.png is not None for o in seen[:1])
-    assert sum(batch.completion_tokens) > 0 and batch.sampling_logps is None
-    assert all(set(scores) == {1, 2} for scores in batch.turn_scores)
+    assert sum(e.completion_tokens for e in batch.episodes) > 0
+    assert all(e.sampling_logps is None for e in batch.episodes)
+    assert all(set(e.turn_scores) == {1, 2} for e in batch.episodes)
     assert any(reward is not None for reward in batch.rewards)
 
 
 # --- `watercolour eval` through its command line --------------------------------------------
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_eval_command_writes_json_plot_and_gallery_for_the_tiny_policy(dense_policy, tmp_path, capsys):
     from watercolour.cli import main
 
@@ -321,16 +325,19 @@ def test_eval_generates_in_batches_of_eval_batch_size(environments, tmp_path, ev
         tiny_config(tmp_path / "no-model", tmp_path / "run", eval_batch_size=0)
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_warm_start(
         dense_policy, environments, tmp_path):
-    """``eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
+    """``held_out_eval_steps`` through ``trainer.train()``: eval/* figures in the step's metrics line and
     a report per evaluation; then the demo's comparison of the trained adapter and its base."""
     from multiturn_trainer.evaluation import final_difference
     from multiturn_trainer.store import RunStore
-    from multiturn_trainer.train import demo_eval, eval_fields, format_interval, train
+    from multiturn_trainer.commands import demo_eval, eval_fields
+    from multiturn_trainer.evaluation_stats import format_interval
+    from multiturn_trainer.train import train
 
     held_out = "a green pear on a plate"
-    config = tiny_config(dense_policy, tmp_path / "run", steps=2, eval_steps=1, eval_episodes=1,
+    config = tiny_config(dense_policy, tmp_path / "run", steps=2, held_out_eval_steps=1, eval_episodes=1,
                          eval_subjects=held_out, save_steps=10)
     summary = train(config, environments=environments)
     metrics = RunStore(summary.run_dir, "run").read_metrics()

@@ -1,4 +1,4 @@
-"""Capability confinement of sketches (issue 13), with real Chromium and the pinned SES.
+"""Capability confinement of sketches, with real Chromium and the pinned SES.
 
 The run-time layer is tested on its own here: sketches go straight to the renderer, without
 the static gate in front, so every hostile class must be stopped (and named) by the page.
@@ -146,6 +146,7 @@ SKETCH_CAUSES = [
 ]
 
 
+@pytest.mark.slow  # 8 s for the bombs and the timeout
 @pytest.mark.parametrize("cause, body, expected", SKETCH_CAUSES, ids=[c[0] for c in SKETCH_CAUSES])
 def test_every_cause_a_sketch_can_produce_is_a_sketch_failure(cause, body, expected, renderer):
     if cause == "blank":
@@ -251,6 +252,7 @@ HOSTILE_STATEMENTS = [
 ]
 
 
+@pytest.mark.slow  # 6 s
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(HOSTILE_STATEMENTS), min_size=1, max_size=3),
        st.lists(st.booleans(), min_size=3, max_size=3))
@@ -354,6 +356,7 @@ OBSERVERS = {
 }
 
 
+@pytest.mark.slow  # repeated renders and its own pools
 @pytest.mark.parametrize("name", sorted(OBSERVERS))
 def test_what_a_sketch_observes_of_errors_and_stack_depth_renders_byte_identically(name, renderer):
     code = small_sketch_with(OBSERVERS[name])
@@ -384,6 +387,7 @@ DROPPED = [
 ]
 
 
+@pytest.mark.slow  # repeated renders and its own pools
 @pytest.mark.parametrize("statement, expected", DROPPED, ids=[c[1] + str(i) for i, c in enumerate(DROPPED)])
 def test_a_rejection_nobody_awaits_reaches_the_verdict_every_time(statement, expected, renderer):
     code = small_sketch_with("\n  " + statement)
@@ -392,6 +396,7 @@ def test_a_rejection_nobody_awaits_reaches_the_verdict_every_time(statement, exp
         assert not result.passed and expected in result.violations, (statement, result.violations, result.errors)
 
 
+@pytest.mark.slow  # repeated renders and its own pools
 def test_a_failing_sketchs_painting_does_not_depend_on_when_its_rejection_arrives(renderer):
     code = SMALL_SKETCH.replace("noLoop();", "noLoop();\n  (async () => { await null; throw new Error('helper'); })();")
     results = [renderer.render(code, seed=2) for _ in range(3)]
@@ -411,6 +416,7 @@ def test_the_memory_bounds_come_from_one_budget():
     assert DEFAULT_MEMORY_LIMIT_MB == memory_limit_mb_for(contract) == PAGE_RSS_ALLOWANCE_MB + 256
 
 
+@pytest.mark.slow  # repeated renders and its own pools
 def test_memory_held_through_any_route_is_over_budget_with_a_small_budget():
     # A 4 MiB budget: every route to a buffer is counted by the engine, so each one fails.
     contract = SketchContract.from_mapping({"max_typed_array_bytes": 4 * 1024 * 1024})
@@ -498,6 +504,7 @@ class _LoneSurrogateFirstTurn:
         pass
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_a_lone_surrogate_error_goes_through_a_training_step_and_replay(dense_policy, environments, tmp_path):
     import json
     import subprocess

@@ -1,7 +1,8 @@
-"""Warm-up trains on step 1, and the frozen router carries no aux loss (issue 12)."""
+"""Warm-up trains on step 1, and the frozen router carries no aux loss."""
 
 from __future__ import annotations
 
+import pytest
 from safetensors.torch import load_file
 
 from helpers import tiny_config
@@ -10,6 +11,7 @@ from multiturn_trainer.store import RunStore
 from multiturn_trainer.train import train
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_warm_up_trains_on_the_first_step(moe_policy, environments, tmp_path):
     config = tiny_config(moe_policy, tmp_path / "run", steps=1, lr_scheduler_type="constant_with_warmup",
                          warmup_steps=5, learning_rate=1e-3, turns=1)

@@ -38,6 +38,7 @@ def test_unknown_flaw_is_refused():
         flawed_draft(generate_sketch("tulips in a glass vase", 1, 3), "typo", random.Random(0))
 
 
+@pytest.mark.slow  # 10 s (8 renders)
 def test_revision_examples_show_real_failures_and_their_repair(evaluator):
     examples = revision_examples(2 * len(FLAWS), seed=5, evaluator=evaluator, subjects=["tulips in a glass vase"])
     assert len(examples) == 2 * len(FLAWS)
@@ -55,6 +56,7 @@ def test_revision_examples_show_real_failures_and_their_repair(evaluator):
         assert example["completion"].startswith(example["draft"][:-3].rstrip("}\n"))
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(dense_policy):
     from transformers import AutoProcessor
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 
@@ -15,11 +14,9 @@ from multiturn_trainer.tiny_model import (
     QWEN3_5_ADDED_TOKENS,
     QWEN3_5_CHAT_TEMPLATE,
     QWEN3_5_CHAT_TEMPLATE_SHA256,
-    add_parser,
     build_tiny_model,
-    cmd_build_tiny,
     corpus_sha256,
-    load_policy,
+    load_pretrained,
 )
 
 KINDS = ("dense", "moe")
@@ -37,7 +34,7 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def policies(built):
-    return {kind: load_policy(path) for kind, path in built.items()}
+    return {kind: load_pretrained(path) for kind, path in built.items()}
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +258,10 @@ def test_custom_corpus_and_vocabulary_cap(tmp_path):
 
 
 def test_build_tiny_command(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers(dest="command", required=True))
+    from multiturn_trainer.commands import cmd_build_tiny
+    from watercolour.cli import build_parser
+
+    parser = build_parser()
     out = tmp_path / "cli"
     args = parser.parse_args(["build-tiny", "--out", str(out), "--kind", "moe", "--seed", "3"])
     assert (args.command, args.kind, args.seed) == ("build-tiny", "moe", 3)

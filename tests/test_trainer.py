@@ -18,19 +18,29 @@ import pytest
 import torch
 from PIL import Image
 
+from env.errors import UsageError
 from helpers import ROOT, SMALL_SKETCH, running_server, tiny_config
 from env.bench_serve import free_port
+from env.client import png_bytes
+from env.contract import SketchContract
+from env.core import SketchOutcome
+from env.environment import WatercolourEnvironment
+from env.models import WatercolourAction
 from env.server import create_app
-from multiturn_trainer.config import TrainConfig, load_config, parse_overrides
-from multiturn_trainer.environments import RemoteEnvironments
+from env.turn import turn_observation
+from multiturn_trainer.config import GRPO_FIELDS, TrainConfig, load_config, parse_config, parse_overrides
+from multiturn_trainer.env_backends import InProcessEnvironments, RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
 from multiturn_trainer.grpo import TRL_PIN, check_trl_pin
-from multiturn_trainer.replay import load_run, verify, write_gallery
+from multiturn_trainer.replay import load_run, verify, write_html_gallery
+from multiturn_trainer.rollout import EpisodeRunner
 from multiturn_trainer.sft import sft_labels, tokenize_example
 from multiturn_trainer.store import RunStore, turn_statistics
-from multiturn_trainer.tiny_model import build_tiny_model, load_policy
-from multiturn_trainer.train import PushError, build_scorer, build_trainer, prepare_run, push_adapter, train
+from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
+from multiturn_trainer.resources import scorer_for
+from multiturn_trainer.train import PushError, build_trainer, prepare_run, push_adapter, train
 from agent.messages import first_turn_messages
+from agent.policies import PolicyReply
 
 def run_one_step(config: TrainConfig, environments):
     """Build the trainer and run one generation + loss step by hand, keeping the internals visible."""
@@ -73,6 +83,66 @@ def test_config_loads_presets_and_command_line_overrides(tmp_path):
         assert loaded.steps >= 1
 
 
+
+def test_yaml_and_command_line_values_mean_the_same_through_one_parser(tmp_path):
+    for preset in ("smoke", "demo", "learn", "qwen3.5-35b-a3b", "qwen3.5-35b-a3b-2gpu", "qwen3.5-4b",
+                   "qwen3.5-4b-single-turn"):
+        path = ROOT / "configs" / f"{preset}.yaml"
+        assert load_config(path) == parse_config(["--config", str(path)]), preset
+    pears = ["a pear", "a plum"]
+    assert parse_config(["--subjects", "a pear,a plum"]).subjects == pears  # one comma-separated value
+    assert parse_config(["--subjects", "a pear", "a plum"]).subjects == pears  # TRL's space-separated values
+    listed = tmp_path / "listed.yaml"
+    listed.write_text("subjects: a pear, a plum\nbf16: true\njudge_url: none\n")
+    assert load_config(listed).subjects == pears and load_config(listed).judge_url is None
+    assert parse_config(["--config", str(listed), "--bf16", "none"]).bf16 is None  # "auto" again
+    assert load_config(listed, {"bf16": None}).bf16 is None
+    assert parse_config(["--bf16"]).bf16 is True and parse_config(["--bf16", "false"]).bf16 is False
+    assert parse_config(["--judge-url", "none", "--report-to", "none"]).judge_url is None
+    assert parse_config(["--report-to", "none"]).report_to == "none"  # a str that is not optional stays
+    assert parse_config(["--lora", "false"]).lora is False and parse_config(["--no-lora"]).lora is False
+    aliased = parse_config(["--max-steps", "3", "--out", str(tmp_path / "x")])
+    assert (aliased.steps, aliased.output_dir) == (3, str(tmp_path / "x"))
+    assert parse_config(["--config=configs/demo.yaml"]) == load_config(ROOT / "configs" / "demo.yaml")
+    with pytest.raises(ValueError, match="invalid int value: 'abc'"):
+        parse_config(["--steps", "abc"])
+
+
+def test_renamed_keys_name_the_new_key_and_recorded_configs_still_load(tmp_path):
+    recorded = tmp_path / "config.yaml"  # a RUN_DIR/config.yaml written before the rename
+    text = TrainConfig(steps=4).to_yaml()
+    assert "held_out_eval_steps: 0\n" in text and "push_adapter_to: null\n" in text
+    recorded.write_text(text.replace("held_out_eval_steps:", "eval_steps:").replace("push_adapter_to:", "push_to_hub:"))
+    assert load_config(recorded) == TrainConfig(steps=4)
+    for line, new in (("eval_steps: 5", "held_out_eval_steps"), ("push_to_hub: true", "push_adapter_to")):
+        used = tmp_path / "used.yaml"
+        used.write_text(line + "\n")
+        with pytest.raises(ValueError, match=f"renamed {new}"):
+            load_config(used)
+    with pytest.raises(ValueError, match="renamed --held-out-eval-steps"):
+        parse_config(["--eval-steps", "0"])
+    with pytest.raises(ValueError, match="renamed --push-adapter-to"):
+        parse_overrides(["--push-to-hub", "someone/repo"])
+    with pytest.raises(ValueError, match="renamed held_out_eval_steps"):
+        load_config(None, {"eval_steps": 2})
+
+
+def test_grpo_config_takes_the_fields_it_shares_from_one_list(tmp_path):
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from multiturn_trainer.train import grpo_args
+
+    trl_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert set(GRPO_FIELDS) <= trl_fields and len(set(GRPO_FIELDS)) == len(GRPO_FIELDS)
+    for preset in ("smoke", "qwen3.5-4b"):  # HF generate, and vLLM colocate
+        config = load_config(ROOT / "configs" / f"{preset}.yaml", {"output_dir": str(tmp_path / preset)})
+        args = grpo_args(config, RunStore(tmp_path / preset, preset))
+        passed = {name: getattr(args, name) for name in GRPO_FIELDS}
+        assert passed == {name: getattr(config, name) for name in GRPO_FIELDS}
+        assert (args.max_steps, args.data_seed) == (config.steps, config.seed)
+
 def test_model_presets_follow_the_public_recipe():
     big = load_config(ROOT / "configs" / "qwen3.5-35b-a3b.yaml")
     assert big.model == "Qwen/Qwen3.5-35B-A3B"
@@ -97,8 +167,9 @@ def test_model_presets_follow_the_public_recipe():
 # --- episode tokens ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_environment_turn_tokens_carry_the_painting_and_close_a_truncated_turn(dense_policy):
-    _, processor = load_policy(dense_policy)
+    _, processor = load_pretrained(dense_policy)
     painting = Image.new("RGB", (600, 600), (200, 60, 50))
     content = [{"type": "text", "text": "Your painting from turn 1:"}, {"type": "image", "image": painting},
                {"type": "text", "text": "Turn 1 of 2: your sketch passed the gate."}]
@@ -142,6 +213,7 @@ def _sequence_logps(model, ids: list[int], fields: dict, start: int, end: int, t
     return logps.gather(1, torch.tensor(ids[start:end]).unsqueeze(1)).squeeze(1)
 
 
+@pytest.mark.slow  # warm-started tiny policy
 @pytest.mark.parametrize("kind,turns,reward_turn", [("dense", 2, "last"), ("dense", 3, "best"), ("moe", 2, "last")])
 def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_only(
         kind, turns, reward_turn, dense_policy, moe_policy, environments, tmp_path):
@@ -160,7 +232,7 @@ def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_
             assert len(scored) == turns and record["reward"] == max(scored)
         else:
             assert record["rewarded_turn"] == turns and record["reward"] == record["turns"][-1]["reward"]
-    episodes = trainer.last_episode_batch.episodes
+    episodes = [e.tokens for e in trainer.last_episode_batch.episodes]
     pad = trainer._image_pad_token_id
     rendered = [[t["png"] is not None for t in r["turns"]] for r in (record_a, record_b)]
     assert any(any(r[:-1]) for r in rendered), "the warm-started policy should paint in turn 1"
@@ -214,6 +286,7 @@ def test_multi_turn_step_shows_the_policy_its_painting_and_trains_on_its_tokens_
     assert pad_left >= 0
 
 
+@pytest.mark.slow  # warm-started tiny policy
 @pytest.mark.parametrize("kind", ["dense", "moe"])
 def test_single_turn_baseline_runs_the_same_path_without_images(kind, dense_policy, moe_policy, environments, tmp_path):
     config = tiny_config(dense_policy if kind == "dense" else moe_policy, tmp_path / "run", turns=1)
@@ -237,10 +310,11 @@ class FlakyStyle:
         return [None if i % 2 == 0 else s for i, s in enumerate(scores)]
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_unscorable_episodes_are_dropped_not_zeroed(dense_policy, environments, tmp_path):
     config = tiny_config(dense_policy, tmp_path / "run", turns=1, num_generations=4)
     store, _ = prepare_run(config)
-    scorer = build_scorer(config)
+    scorer = scorer_for(config)
     scorer.style = FlakyStyle(scorer.style)
     trainer = build_trainer(config, store, environments=environments, scorer=scorer)
     rows = [dict(row) for row in trainer.train_dataset.select(range(1)) for _ in range(4)]
@@ -265,6 +339,7 @@ def test_unscorable_episodes_are_dropped_not_zeroed(dense_policy, environments, 
 # --- whole runs ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_episodes(
         dense_policy, environments, tmp_path):
     out = tmp_path / "run"
@@ -302,7 +377,7 @@ def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_
     assert sorted(r["step"] for r in records) == [1, 1, 2, 2, 3, 3]
     assert len({r["episode_id"] for r in records}) == 6
     assert resumed.steps == 3
-    with pytest.raises(SystemExit, match="already holds a run"):
+    with pytest.raises(UsageError, match="already holds a run"):
         prepare_run(tiny_config(dense_policy, out))
 
     # Replay: every recorded painting re-renders byte-identically; statistics by turn.
@@ -312,7 +387,7 @@ def test_train_writes_the_run_directory_and_resumes_without_losing_or_repeating_
     assert counts["identical"] == sum(1 for e in episodes for t in e["turns"] if t["png"])
     rows = turn_statistics(episodes)
     assert [r["turn"] for r in rows] == [1, 2] and all(r["episodes"] == 6 for r in rows)
-    check_gallery_in_chromium(write_gallery(store, episodes, tmp_path / "gallery.html"), episodes)
+    check_gallery_in_chromium(write_html_gallery(store, episodes, tmp_path / "gallery.html"), episodes)
 
 
 def check_gallery_in_chromium(path: Path, episodes) -> None:
@@ -350,6 +425,7 @@ def check_gallery_in_chromium(path: Path, episodes) -> None:
     assert screenshot.startswith(b"\x89PNG")
 
 
+@pytest.mark.slow  # 10 s
 def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
     out = tmp_path / "cli-run"
     completed = subprocess.run(
@@ -364,6 +440,7 @@ def test_train_command_line_runs_the_smoke_preset(dense_policy, tmp_path):
     assert len(records) == 2 and all(len(r["turns"]) == 2 for r in records)
 
 
+@pytest.mark.slow  # 10 s
 def test_first_cli_run_announces_the_tiny_model_and_keeps_trackio_in_the_run_directory(tmp_path):
     """A fresh model folder: one line says what is built before it is; trackio's metrics and
     each step's contact sheet land in RUN_DIR/trackio, found from there by trackio's own CLI."""
@@ -395,6 +472,7 @@ def test_first_cli_run_announces_the_tiny_model_and_keeps_trackio_in_the_run_dir
     assert len(logged) == 1 and logged[0].read_bytes() == (out / "renders" / "step-00001" / "contact_sheet.png").read_bytes()
 
 
+@pytest.mark.slow  # 23 s
 def test_trainer_killed_with_sigkill_mid_step_resumes_without_losing_or_repeating_episodes(dense_policy, tmp_path):
     import signal
 
@@ -472,11 +550,113 @@ def test_remote_episodes_survive_a_server_restart_and_report_a_server_that_stays
         remote.close()
 
 
+class _EvaluatorThatRaises:
+    """Stands in for a SketchEvaluator whose event-loop thread has died: ``evaluate_many`` raises."""
+
+    def __init__(self):
+        self.calls = []
+
+    def evaluate_many(self, replies, seeds, deadline_s=None):
+        self.calls.append((list(replies), list(seeds), deadline_s))
+        raise RuntimeError("renderer loop is closed")
+
+
+class _Painter:
+    """A message policy that always answers with the same reply."""
+
+    works_on = "messages"
+
+    def __init__(self, reply):
+        self.reply_text = reply
+
+    def reply(self, conversations):
+        return [PolicyReply(text=self.reply_text) for _ in conversations]
+
+
+class _NeverScores:
+    def score_many_sync(self, paintings):
+        raise AssertionError(f"an infrastructure failure was sent to the scorer: {len(paintings)} paintings")
+
+
+def test_in_process_environments_report_an_evaluator_that_raises_as_infrastructure_failures():
+    reply = f"```js\n{SMALL_SKETCH}```"
+    evaluator = _EvaluatorThatRaises()
+    environments = InProcessEnvironments(evaluator=evaluator, deadline_s=5)
+    environments.reset(["a pear", "a lake"], [1, 2], turns=2)
+    observations = environments.step([reply, "no code here"], turn=1)
+    assert evaluator.calls == [([reply, "no code here"], [1, 2], 5)]
+    message = "evaluator_failed: RuntimeError: renderer loop is closed"
+    for observation in observations:  # every episode of the call, as the server reports it
+        assert observation.infrastructure_failed and not observation.passed and observation.png is None
+        assert observation.violations == ["infrastructure_error"]
+        assert observation.errors == [message] and observation.infrastructure_error == message
+        assert (observation.turn, observation.turns_left) == (1, 1)
+        assert observation.feedback.startswith("Turn 1 of 2: the renderer failed for reasons unrelated to your sketch")
+
+    # Downstream the rollouts are dropped: never scored, reward None (not 0).
+    rows = [{"prompt": first_turn_messages(subject), "subject": subject, "seed": seed}
+            for subject, seed in (("a pear", 1), ("a lake", 2))]
+    batch = EpisodeRunner(None, environments, _NeverScores(), turns=2).run(_Painter(reply), rows)
+    assert batch.rewards == [None, None] and len(evaluator.calls) == 3
+
+
+class _FixedEvaluator:
+    """A SketchEvaluator that reports the same outcome for every reply, on both paths."""
+
+    contract = SketchContract()
+
+    def __init__(self, result):
+        self.result = result
+
+    def evaluate(self, reply, seed=0, deadline_s=None):
+        return self.result
+
+    async def evaluate_async(self, reply, seed=0, deadline_s=None):
+        return self.result
+
+    def evaluate_many(self, replies, seeds, deadline_s=None):
+        return [self.result for _ in replies]
+
+
+@pytest.mark.parametrize("result", [
+    SketchOutcome(code="brush.circle(0, 0, 5)", passed=True, violations=[], errors=[], paint_fraction=0.12,
+                  render_ms=812, png=b"\x89PNG\r\n\x1a\nnot really", details=[], stats={"brush_calls": 3},
+                  rendered=True),
+    SketchOutcome(code="x(", passed=False, violations=["render_error"], errors=["TypeError: x is not a function"],
+                  paint_fraction=0.0, render_ms=40, png=None, details=["line 1: x("], rendered=True),
+    SketchOutcome(code=None, passed=False, violations=[], errors=[], paint_fraction=0.0, render_ms=0, png=None,
+                  infrastructure_error="browser_start_failed: no display"),
+], ids=["passed", "failed", "infrastructure"])
+def test_environment_server_and_in_process_paths_report_a_turn_alike(result):
+    """The OpenEnv server's observation and the trainer's in-process record come from one function."""
+    evaluator = _FixedEvaluator(result)
+    server = WatercolourEnvironment(evaluator=evaluator)
+    server.reset(subject="a pear", seed=1, turns=3)
+    environments = InProcessEnvironments(evaluator=evaluator)
+    environments.reset(["a pear"], [1], turns=3)
+    for turn in (1, 2):
+        wire = server.step(WatercolourAction(response="anything"))
+        [record] = environments.step(["anything"], turn)
+        assert record == turn_observation(result, turn, 3, SketchContract())
+        assert png_bytes(wire) == record.png
+        assert (wire.turn, wire.turns_left, wire.feedback, wire.passed, wire.violations, wire.errors,
+                wire.paint_fraction, wire.render_ms) == (
+                    record.turn, record.turns_left, record.feedback, record.passed, record.violations, record.errors,
+                    record.paint_fraction, record.render_ms)
+        assert {key: wire.metadata[key] for key in ("code", "infrastructure_failed", "infrastructure_error",
+                                                    "rendered", "details", "stats")} == {
+            "code": record.code, "infrastructure_failed": record.infrastructure_failed,
+            "infrastructure_error": record.infrastructure_error, "rendered": record.rendered,
+            "details": record.details, "stats": record.stats}
+    assert record.infrastructure_failed == (result.infrastructure_error is not None)
+
+
+@pytest.mark.slow  # warm-started tiny policy
 def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, monkeypatch):
     from peft import LoraConfig, get_peft_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    model, processor = load_policy(dense_policy)
+    model, processor = load_pretrained(dense_policy)
     peft_model = get_peft_model(model, LoraConfig(r=2, target_modules="all-linear", exclude_modules=r".*\.visual\..*"))
     with pytest.raises(PushError, match="offline") as caught:
         push_adapter(SimpleNamespace(model=peft_model, processing_class=processor), "someone/watercolour-lora",
@@ -484,8 +664,9 @@ def test_push_to_hub_offline_fails_with_a_clear_message(dense_policy, tmp_path, 
     assert "hf upload someone/watercolour-lora" in str(caught.value)
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
-    _, processor = load_policy(dense_policy)
+    _, processor = load_pretrained(dense_policy)
     example = {"prompt_messages": first_turn_messages("a red apple"), "completion": "```js\nx```"}
     episode = tokenize_example(processor, example)
     ids, labels = episode.context(), sft_labels(episode)
@@ -496,6 +677,7 @@ def test_sft_prompt_tokens_match_the_trainers_first_turn(dense_policy):
     assert labels[-1] == processor.tokenizer.eos_token_id
 
 
+@pytest.mark.slow  # 11 s
 def test_two_processes_run_their_own_groups_without_clashing(tmp_path):
     """The multi-process path `accelerate launch` takes on GPUs (torchrun + DDP), here over gloo on CPU.
 

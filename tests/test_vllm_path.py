@@ -21,6 +21,7 @@ from multiturn_trainer.train import train
 from test_microbatch import ForcedPaintings
 
 
+@pytest.mark.slow  # warm-started tiny policy
 def test_vllm_colocate_multi_turn_step_with_images_and_sleep_mode(monkeypatch, dense_policy, environments, tmp_path):
     standin = vllm_standin.install(monkeypatch)
     # Every turn paints, so every turn-2 prompt carries an image for vLLM.

@@ -39,6 +39,7 @@ def vllm_tiny_model(tmp_path_factory) -> Path:
                             text_sizes=VLLM_TEXT_SIZES)
 
 
+@pytest.mark.slow  # real vLLM engine start (minutes on 2 cores)
 def test_colocated_grpo_trains_against_the_real_engine(vllm_tiny_model, tmp_path):
     """``train()`` with ``use_vllm: true`` and the real engine, 2 steps x 2 turns, paintings in turn 2.
     The lane's environment has no openenv (vLLM's mcp>=2 excludes it): the in-process path needs none."""
@@ -142,6 +143,7 @@ def _hf_ids(processor, images: list[Image.Image]) -> list[int]:
     return list(encoded["input_ids"][0] if isinstance(encoded["input_ids"][0], list) else encoded["input_ids"])
 
 
+@pytest.mark.slow  # real vLLM engine start (minutes on 2 cores)
 @pytest.mark.parametrize("count", [1, 2])
 def test_vllm_renders_one_pad_per_image_into_exactly_the_hf_ids(hf_and_engine, count):
     _, processor, llm = hf_and_engine
@@ -175,6 +177,7 @@ def _gap(hf_and_engine, top_k: int, top_p: float) -> float:
     return float((torch.tensor(sampled) - trainer).abs().mean())
 
 
+@pytest.mark.slow  # real vLLM engine start (minutes on 2 cores)
 def test_sampler_and_trainer_log_probs_mean_the_same_only_without_truncation(hf_and_engine):
     """The presets' sampling (top_k 0, top_p 1) against the recipe's (20, 0.95): vLLM's
     "processed" log-probs are renormalised over what top-k/top-p kept, the trainer's are not."""

@@ -22,7 +22,7 @@ def main(model: str, run_dir: str, kind: str = "dense") -> None:
 
     from env.core import SketchEvaluator
     from helpers import tiny_config
-    from multiturn_trainer.environments import InProcessEnvironments
+    from multiturn_trainer.env_backends import InProcessEnvironments
     from multiturn_trainer.train import train
     from test_microbatch import ForcedPaintings
 

@@ -59,7 +59,7 @@ class StandInLLM:
     instances: list["StandInLLM"] = []
 
     def __init__(self, model: str, **engine_kwargs):
-        from multiturn_trainer.tiny_model import load_policy
+        from multiturn_trainer.tiny_model import load_pretrained
 
         self.engine_kwargs = dict(engine_kwargs, model=model)
         if engine_kwargs.get("load_format") == "dummy":  # vLLM's random weights at the folder's shapes
@@ -68,7 +68,7 @@ class StandInLLM:
             self.model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(model))
             self.processor = AutoProcessor.from_pretrained(model)
         else:
-            self.model, self.processor = load_policy(model)
+            self.model, self.processor = load_pretrained(model)
         self.model.eval()
         self.image_pad_id = self.processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
         self.merge = self.processor.image_processor.merge_size ** 2

@@ -1,1 +1,1 @@
-"""The `watercolour` command: one CLI that dispatches to the card's folders."""
+"""The `watercolour` command: one CLI that dispatches to the project's folders."""

@@ -1,9 +1,11 @@
-"""`watercolour`: one command, subcommands dispatched to the card's folders."""
+"""`watercolour`: one command, subcommands dispatched to the project's folders."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from env.errors import UsageError
 
 # Every folder declares its own subcommands, each registered the same way: `add_parser(s)(sub)`
 # with `set_defaults(func=...)`. Building the parser imports no torch, transformers or browser:
@@ -17,25 +19,15 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     from curation.commands import add_parsers as add_curation_parsers
     from env.commands import add_parsers as add_env_parsers
-    from multiturn_trainer.bench_learn import add_parser as add_bench_learn_parser
-    from multiturn_trainer.config import add_parser as add_train_parsers
-    from multiturn_trainer.evaluation import add_parser as add_eval_parser
-    from multiturn_trainer.replay import add_parser as add_replay_parser
-    from multiturn_trainer.report import add_parser as add_report_parser
-    from multiturn_trainer.tiny_model import add_parser as add_tiny_parser
+    from multiturn_trainer.commands import add_parsers as add_trainer_parsers
     from rewards.commands import add_parsers as add_reward_parsers
 
     parser = argparse.ArgumentParser(prog="watercolour", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bench = add_env_parsers(sub)  # render, serve, bench render|serve
-    add_bench_learn_parser(bench)  # bench learn
     add_reward_parsers(sub)  # score, hps-serve
     add_curation_parsers(sub)  # pool
-    add_tiny_parser(sub)  # build-tiny
-    add_train_parsers(sub)  # train, demo, sft
-    add_replay_parser(sub)  # replay
-    add_eval_parser(sub)  # eval
-    add_report_parser(sub)  # report
+    add_trainer_parsers(sub, bench)  # build-tiny, train, demo, sft, replay, eval, report, bench learn
     return parser
 
 
@@ -48,7 +40,20 @@ def main(argv: list[str] | None = None) -> int:
         args.argv = argv[1:]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args.func(args) or 0
+    try:
+        return args.func(args) or 0
+    except UsageError as exc:
+        raise SystemExit(f"{command_name(argv)}: {exc}") from None
+
+
+# Commands whose first argument names a subcommand (`watercolour pool build`, `bench learn`).
+NESTED = ("pool", "bench")
+
+
+def command_name(argv: list[str]) -> str:
+    """"watercolour train", "watercolour pool build": how an error names the command it stopped."""
+    words = argv[:2] if argv[:1] and argv[0] in NESTED else argv[:1]
+    return " ".join(["watercolour", *(w for w in words if not w.startswith("-"))])
 
 
 if __name__ == "__main__":

@@ -1,294 +1,14 @@
-"""Procedurally generated, always-valid watercolour sketches for a supervised warm start.
-
-A tiny model starting GRPO from scratch almost never writes a sketch that passes the gate,
-so every reward is zero and nothing is learned. A few hundred examples of the contract in
-use fix that: ``generate_sketch`` composes a painting from a background wash, the big masses
-(sky, ground, table, water) and subject-specific motifs built by a small library of
-parametric shapes (blobs, petals, leaves, ridges, bands), with palette, layout and mirror
-image varied by the seed. The output follows the contract's skeleton, uses only the default
-allowlist plus a declared helper, paints with 10-30 ``brush.fill`` calls, and is written as
-straight-line code so the static count of fills is the number executed.
-
-Determinism: every choice comes from ``random.Random`` seeded with the subject and the seed
-(string seeding hashes with SHA-512, so it does not depend on PYTHONHASHSEED).
-"""
+"""The compositions, one per subject: shared layers (paper, wall, sky, clouds) and ``COMPOSERS``."""
 
 from __future__ import annotations
 
-import colorsys
 import math
-import random
-import re
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable
 
-from agent.messages import first_turn_messages
-from agent.subjects import subjects as subject_split
-
-CANVAS = 600
-PAPER = "#f8f1e4"
-MAX_LINE_CHARS = 100
-
-Point = tuple[float, float]
-
-
-# --------------------------------------------------------------------------------------
-# Shape library: pure functions returning point lists in canvas coordinates
-# --------------------------------------------------------------------------------------
-
-
-def _rotate(points: Iterable[Point], cx: float, cy: float, angle_deg: float) -> list[Point]:
-    angle = math.radians(angle_deg)
-    c, s = math.cos(angle), math.sin(angle)
-    return [(cx + x * c - y * s, cy + x * s + y * c) for x, y in points]
-
-
-def blob(rng: random.Random, cx: float, cy: float, rx: float, ry: float,
-         count: int = 10, wobble: float = 0.12, rotation: float = 0.0) -> list[Point]:
-    """A roughly elliptical patch with a hand-made wobble along its rim."""
-    local = []
-    for index in range(count):
-        angle = 2 * math.pi * index / count
-        scale = 1 + rng.uniform(-wobble, wobble)
-        local.append((math.cos(angle) * rx * scale, math.sin(angle) * ry * scale))
-    return _rotate(local, cx, cy, rotation)
-
-
-def ellipse(cx: float, cy: float, rx: float, ry: float, count: int = 10, rotation: float = 0.0) -> list[Point]:
-    local = [(math.cos(2 * math.pi * i / count) * rx, math.sin(2 * math.pi * i / count) * ry) for i in range(count)]
-    return _rotate(local, cx, cy, rotation)
-
-
-def petal(cx: float, cy: float, length: float, width: float, angle: float) -> list[Point]:
-    """A petal growing from (cx, cy) along ``angle`` degrees, widest two thirds out."""
-    half = width / 2
-    local = [(0, 0), (0.3 * length, -0.7 * half), (0.7 * length, -half), (length, -0.35 * half),
-             (length, 0.35 * half), (0.7 * length, half), (0.3 * length, 0.7 * half)]
-    return _rotate(local, cx, cy, angle)
-
-
-def leaf(x: float, y: float, length: float, width: float, angle: float) -> list[Point]:
-    """A leaf pointed at both ends, attached at (x, y)."""
-    half = width / 2
-    local = [(0, 0), (0.3 * length, -half), (0.7 * length, -0.8 * half), (length, 0),
-             (0.7 * length, 0.8 * half), (0.3 * length, half)]
-    return _rotate(local, x, y, angle)
-
-
-def ridge(rng: random.Random, base_y: float, amplitude: float, bottom: float,
-          peaks: int = 2, step: float = 60, jagged: float = 0.0) -> list[Point]:
-    """A skyline of ``peaks`` bumps rising ``amplitude`` above ``base_y``, closed down to ``bottom``."""
-    centres = [rng.uniform(40, CANVAS - 40) for _ in range(peaks)]
-    spreads = [rng.uniform(70, 170) for _ in range(peaks)]
-    heights = [rng.uniform(0.5, 1.0) for _ in range(peaks)]
-    points = []
-    x = 0.0
-    while x <= CANVAS + 0.5:
-        rise = max(h * math.exp(-((x - c) / s) ** 2) for c, s, h in zip(centres, spreads, heights))
-        points.append((x, base_y - amplitude * rise + rng.uniform(-jagged, jagged)))
-        x += step
-    return points + [(CANVAS, bottom), (0, bottom)]
-
-
-def band(rng: random.Random, top: float, bottom: float, wobble: float = 8, step: float = 100) -> list[Point]:
-    """A full-width band whose upper edge wanders by ``wobble`` pixels."""
-    edge = [(x, top + rng.uniform(-wobble, wobble)) for x in range(0, CANVAS + 1, int(step))]
-    return edge + [(CANVAS, bottom), (0, bottom)]
-
-
-def rectangle(x0: float, y0: float, x1: float, y1: float) -> list[Point]:
-    return [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
-
-
-def lozenge(cx: float, cy: float, half_width: float, height: float) -> list[Point]:
-    """A flat diamond, for glints and foam on water."""
-    return [(cx - half_width, cy), (cx, cy - height / 2), (cx + half_width, cy), (cx, cy + height / 2)]
-
-
-def tapered(x0: float, y0: float, x1: float, y1: float, width0: float, width1: float) -> list[Point]:
-    """A quadrilateral from (x0, y0) to (x1, y1) narrowing from ``width0`` to ``width1``: stems, trunks, masts."""
-    length = math.hypot(x1 - x0, y1 - y0) or 1.0
-    nx, ny = -(y1 - y0) / length, (x1 - x0) / length
-    return [(x0 + nx * width0 / 2, y0 + ny * width0 / 2), (x1 + nx * width1 / 2, y1 + ny * width1 / 2),
-            (x1 - nx * width1 / 2, y1 - ny * width1 / 2), (x0 - nx * width0 / 2, y0 - ny * width0 / 2)]
-
-
-def lobed(cx: float, cy: float, radius: float, lobes: int = 5, depth: float = 0.35, rotation: float = 0.0) -> list[Point]:
-    """A flower outline with ``lobes`` rounded petals in one shape."""
-    points = []
-    for index in range(lobes * 2):
-        r = radius if index % 2 == 0 else radius * (1 - depth)
-        angle = math.radians(rotation + 180 * index / lobes)
-        points.append((cx + math.cos(angle) * r, cy + math.sin(angle) * r))
-    return points
-
-
-def rectangle_around_circle(x0: float, y0: float, x1: float, y1: float,
-                            cx: float, cy: float, r: float, count: int = 16) -> list[Point]:
-    """A rectangle with a round hole, reached by a slit from the top edge.
-
-    Watercolour washes only darken the paper, so a light moon on a dark sky has to be
-    reserved: the sky is painted around it. The hole is walked against the rectangle's
-    direction so that the non-zero fill rule leaves it empty.
-    """
-    hole = [(cx + math.cos(math.radians(-90 - 360 * i / count)) * r, cy + math.sin(math.radians(-90 - 360 * i / count)) * r)
-            for i in range(count + 1)]
-    return [(x0, y0), (cx, y0), *hole, (cx, y0), (x1, y0), (x1, y1), (x0, y1)]
-
-
-def scaled(template: Sequence[Point], cx: float, cy: float, scale: float, rotation: float = 0.0) -> list[Point]:
-    return _rotate([(x * scale, y * scale) for x, y in template], cx, cy, rotation)
-
-
-# Unit outlines for things with a characteristic silhouette (y grows downwards).
-PEAR = [(0, -1.9), (0.35, -1.75), (0.5, -1.2), (0.55, -0.7), (0.95, -0.2), (1.0, 0.3), (0.75, 0.85),
-        (0, 1.0), (-0.75, 0.85), (-1.0, 0.3), (-0.95, -0.2), (-0.55, -0.7), (-0.5, -1.2), (-0.35, -1.75)]
-LEMON = [(-1.25, 0), (-0.9, -0.45), (-0.4, -0.68), (0.2, -0.7), (0.75, -0.5), (1.05, -0.2), (1.3, 0),
-         (1.05, 0.22), (0.75, 0.52), (0.2, 0.72), (-0.4, 0.7), (-0.9, 0.47)]
-VASE = [(-0.35, -1.0), (0.35, -1.0), (0.3, -0.75), (0.6, -0.3), (0.7, 0.3), (0.5, 0.9), (0.35, 1.0),
-        (-0.35, 1.0), (-0.5, 0.9), (-0.7, 0.3), (-0.6, -0.3), (-0.3, -0.75)]
-TULIP = [(0, 0.55), (-0.5, 0.3), (-0.6, -0.3), (-0.45, -0.75), (-0.25, -0.4), (0, -0.9), (0.25, -0.4),
-         (0.45, -0.75), (0.6, -0.3), (0.5, 0.3)]
-FISH = [(1.0, 0), (0.7, -0.28), (0.2, -0.34), (-0.4, -0.22), (-0.9, -0.05), (-1.35, -0.35), (-1.2, 0),
-        (-1.35, 0.35), (-0.9, 0.05), (-0.4, 0.22), (0.2, 0.34), (0.7, 0.28)]
-HULL = [(-1.0, 0), (1.0, 0), (0.8, 0.22), (-0.75, 0.22)]
-TEAPOT_BODY = [(-1.0, 0.1), (-0.9, -0.45), (-0.55, -0.8), (0, -0.9), (0.55, -0.8), (0.9, -0.45),
-               (1.0, 0.1), (0.8, 0.6), (0.45, 0.8), (-0.45, 0.8), (-0.8, 0.6)]
-
-
-# --------------------------------------------------------------------------------------
-# The painter: records washes and shapes, emits the sketch
-# --------------------------------------------------------------------------------------
-
-
-def _number(value: float) -> str:
-    rounded = round(value)
-    return str(int(rounded)) if abs(value - rounded) < 1e-9 else f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-def _clamp(value: float, low: float, high: float) -> float:
-    return max(low, min(high, value))
-
-
-class Painter:
-    """Collects one painting's draw() body; every random choice goes through ``rng``."""
-
-    def __init__(self, rng: random.Random):
-        self.rng = rng
-        # Painting-wide decisions: a mirror image doubles the layouts for free, and a shared
-        # hue drift gives each seed its own light (warmer or cooler) without breaking harmony.
-        self.mirrored = rng.random() < 0.5
-        self.hue_drift = rng.uniform(-0.03, 0.03)
-        self.body: list[str] = []
-        self.fill_count = 0
-
-    # random helpers, named for readability in the compositions
-    def u(self, low: float, high: float) -> float:
-        return self.rng.uniform(low, high)
-
-    def count(self, low: int, high: int) -> int:
-        return self.rng.randint(low, high)
-
-    def pick(self, options: Sequence[Any]) -> Any:
-        return options[self.rng.randrange(len(options))]
-
-    def colour(self, hex_colour: str, spread: float = 1.0) -> str:
-        """``hex_colour`` nudged in hue, lightness and saturation, plus the painting's hue drift."""
-        red, green, blue = (int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
-        hue, lightness, saturation = colorsys.rgb_to_hls(red, green, blue)
-        hue = (hue + self.hue_drift + self.u(-0.015, 0.015) * spread) % 1.0
-        lightness = _clamp(lightness + self.u(-0.05, 0.05) * spread, 0.03, 0.98)
-        saturation = _clamp(saturation * (1 + self.u(-0.12, 0.12) * spread), 0.0, 1.0)
-        red, green, blue = colorsys.hls_to_rgb(hue, lightness, saturation)
-        return "#" + "".join(f"{round(channel * 255):02x}" for channel in (red, green, blue))
-
-    def section(self, title: str) -> None:
-        if self.body:
-            self.body.append("")
-        self.body.append(f"  // {title}")
-
-    def fill(self, colour: str, alpha: float, bleed: float, texture: float = 0.4,
-             border: float = 0.3, direction: str = "out", spread: float = 1.0) -> None:
-        """Start a wash; bleed and texture are always set so no layer inherits by accident."""
-        self.fill_count += 1
-        alpha = round(_clamp(alpha + self.u(-12, 12), 25, 235))
-        bleed = _clamp(bleed + self.u(-0.04, 0.04), 0.01, 0.6)
-        texture = _clamp(texture + self.u(-0.1, 0.1), 0.0, 1.0)
-        border = _clamp(border + self.u(-0.1, 0.1), 0.0, 1.0)
-        self.body += [
-            f"  brush.fill('{self.colour(colour, spread)}', {alpha});",
-            f"  brush.fillBleed({_number(round(bleed, 2))}, '{direction}');",
-            f"  brush.fillTexture({_number(round(texture, 2))}, {_number(round(border, 2))});",
-        ]
-
-    def _x(self, x: float) -> float:
-        return CANVAS - x if self.mirrored else x
-
-    def shape(self, points: Sequence[Point], curvature: float) -> None:
-        coordinates = [
-            f"[{_number(round(_clamp(self._x(x), 0, CANVAS)))}, {_number(round(_clamp(y, 0, CANVAS)))}]"
-            for x, y in points
-        ]
-        self._wrapped("  shape([", coordinates, f"], {_number(round(curvature, 2))});")
-
-    def circle(self, x: float, y: float, radius: float) -> None:
-        radius = max(1.0, radius)
-        # Keep the whole circle on the canvas when it fits; tiny overhangs would bleed off anyway.
-        x = _clamp(x, min(radius, CANVAS / 2), max(CANVAS - radius, CANVAS / 2))
-        y = _clamp(y, min(radius, CANVAS / 2), max(CANVAS - radius, CANVAS / 2))
-        self.body.append(f"  brush.circle({_number(round(self._x(x)))}, {_number(round(y))}, {_number(round(radius, 1))});")
-
-    def _wrapped(self, head: str, items: list[str], tail: str) -> None:
-        line = head
-        for index, item in enumerate(items):
-            piece = item + (", " if index < len(items) - 1 else "")
-            if len(line) + len(piece.rstrip()) > MAX_LINE_CHARS and line.strip() not in ("shape([",):
-                self.body.append(line.rstrip())
-                line = "    "
-            line += piece
-        if len(line) + len(tail) > MAX_LINE_CHARS:
-            self.body.append(line.rstrip())
-            line = "  "
-        self.body.append(line + tail)
-
-    def sketch(self, subject: str, max_sections: int | None = None) -> str:
-        title = subject[:1].upper() + subject[1:]
-        body = self.body
-        if max_sections is not None:
-            starts = [i for i, line in enumerate(body) if line.startswith("  // ")]
-            # A compact sketch skips the paper wash: it is nearly paper-coloured (under the
-            # gate's pigment threshold), so it would spend the few layers on nothing visible.
-            if body and body[0] == "  // background wash" and len(starts) > 1:
-                body = body[starts[1]:]
-                starts = [i - starts[1] for i in starts[1:]]
-            if len(starts) > max_sections:
-                body = body[:starts[max_sections]]
-            while body and not body[-1].strip():
-                body = body[:-1]
-        lines = [
-            f"// {title}: layered watercolour washes, large shapes first and small accents last.",
-            "async function setup() {",
-            "  createCanvas(600, 600, WEBGL);",
-            "  brush.scaleBrushes(3);",
-            "  angleMode(DEGREES);",
-            "  noLoop();",
-            "}",
-            "",
-            "// Paints one closed shape with the current fill.",
-            "function shape(points, curvature) {",
-            "  brush.beginShape(curvature);",
-            "  for (const [x, y] of points) brush.vertex(x, y);",
-            "  brush.endShape(true);",
-            "}",
-            "",
-            "function draw() {",
-            "  translate(-width / 2, -height / 2);",
-            f"  background('{PAPER}');",
-            "  brush.noStroke();",
-            "",
-            *body,
-            "}",
-        ]
-        return "\n".join(lines) + "\n"
+from multiturn_trainer.procedural.painter import Painter
+from multiturn_trainer.procedural.shapes import (CANVAS, FISH, HULL, LEMON, PEAR, TEAPOT_BODY, TULIP, VASE, band,
+                                                 blob, clamp, ellipse, leaf, lobed, lozenge, petal, rectangle,
+                                                 rectangle_around_circle, ridge, rotate, scaled, tapered)
 
 
 # --------------------------------------------------------------------------------------
@@ -645,7 +365,7 @@ def _pears(p: Painter) -> None:
     p.fill("#5b3a1e", 200, bleed=0.03, texture=0.3)
     stems = []
     for x, y, r, tilt in pears:
-        top_x, top_y = _rotate([(0, -1.85 * r)], x, y, tilt)[0]
+        top_x, top_y = rotate([(0, -1.85 * r)], x, y, tilt)[0]
         stems.append((top_x, top_y))
         p.shape(tapered(top_x, top_y + 4, top_x + p.u(4, 12), top_y - p.u(18, 28), 5, 3), 0.2)
     p.section("a leaf")
@@ -732,7 +452,7 @@ def _autumn_trees(p: Painter) -> None:
         side = -1 if index % 2 == 0 else 1
         x = vanish + side * p.u(90, 230) * (1 + index * 0.15)
         base = horizon + p.u(40, 160)
-        trees.append((_clamp(x, 60, 540), base, p.u(62, 90) * (base / 400)))
+        trees.append((clamp(x, 60, 540), base, p.u(62, 90) * (base / 400)))
     p.section("shadows under the trees")
     p.fill("#6b4a2a", 60, bleed=0.4, texture=0.3)
     for x, base, r in trees:
@@ -947,7 +667,7 @@ def _sailboats(p: Painter) -> None:
         p.shape(lozenge(p.u(30, 570), p.u(horizon + 20, 580), p.u(10, 25), 3), 0)
 
 
-_COMPOSERS: dict[str, Callable[[Painter], None]] = {
+COMPOSERS: dict[str, Callable[[Painter], None]] = {
     "red poppies in a summer meadow": _poppies,
     "lemons on a blue cloth": _lemons,
     "a harbour at dusk": _harbour,
@@ -963,92 +683,3 @@ _COMPOSERS: dict[str, Callable[[Painter], None]] = {
     "a cherry blossom branch": _cherry_blossoms,
     "sailboats on a calm sea": _sailboats,
 }
-
-# The train split of configs/subjects.yaml; every one of them needs a composer above.
-SUBJECTS: tuple[str, ...] = subject_split("train")
-_missing = [s for s in SUBJECTS if s not in _COMPOSERS]
-if _missing:
-    raise ValueError(f"configs/subjects.yaml trains on subjects without a procedural composer: {_missing}")
-
-
-def generate_sketch(subject: str, seed: int, max_sections: int | None = None) -> str:
-    """A valid sketch of ``subject`` (one of SUBJECTS); the same (subject, seed) gives the same code.
-
-    ``max_sections`` keeps only the first layers after the paper wash (the big masses first):
-    a compact sketch a tiny model can learn in minutes on a CPU.
-    """
-    if subject not in _COMPOSERS:
-        raise ValueError(f"no procedural composition for {subject!r}; choose one of {list(SUBJECTS)}")
-    painter = Painter(random.Random(f"{subject}\x00{int(seed)}"))
-    _COMPOSERS[subject](painter)
-    return painter.sketch(subject, max_sections)
-
-
-def sft_examples(n: int, seed: int = 0, max_sections: int | None = None,
-                 subjects: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """``n`` supervised turn-1 examples: the prompt messages and a fenced sketch as the completion.
-
-    Subjects cycle in a seeded order so any ``n`` covers them as evenly as possible; each
-    example draws its own sketch seed.
-    """
-    if n < 0:
-        raise ValueError(f"n must be non-negative, got {n}")
-    rng = random.Random(f"sft\x00{int(seed)}")
-    examples = []
-    order: list[str] = []
-    for _ in range(n):
-        if not order:
-            order = list(subjects or SUBJECTS)
-            rng.shuffle(order)
-        subject = order.pop()
-        sketch = generate_sketch(subject, rng.randrange(2**31), max_sections)
-        examples.append({
-            "subject": subject,
-            "prompt_messages": first_turn_messages(subject),
-            "completion": f"```js\n{sketch}```",
-        })
-    return examples
-
-
-# --------------------------------------------------------------------------------------
-# Flawed drafts: the gate failures a small policy really makes, for revision examples
-# --------------------------------------------------------------------------------------
-
-# What the tiny model got wrong in the 2026-12-01 demo (256 turns): 95 render errors from a
-# malformed hex colour ('#9d7e6', one digit short), 47 syntax errors (a sketch cut off or
-# garbled), 50 blank canvases (shapes of one or two points, or layers too faint to count),
-# and a few one-vertex shapes that p5 rejects outright. Each flaw below reproduces one of
-# those on a valid sketch, so a revision example can show the failure, the environment's real
-# reply to it, and the repaired sketch.
-FLAWS: tuple[str, ...] = ("short_colour", "cut_off", "forbidden_call", "one_point_shape")
-
-_HEX_COLOUR = re.compile(r"'#[0-9a-f]{6}'")
-_SHAPE_CALL = re.compile(r"shape\(\[\[(-?[\d.]+), (-?[\d.]+)\][^;]*?\], (-?[\d.]+)\);", re.S)
-# Calls outside the contract, of the kinds models reach for: lettering, the brush's own
-# settings (not in the allowlist), the network.
-_FORBIDDEN_LINES = ("  text('{title}', 40, 60);", "  brush.set('HB', '#2b2b2b', 1);",
-                    "  fetch('https://example.com/palette.json');")
-
-
-def flawed_draft(sketch: str, flaw: str, rng: random.Random) -> str:
-    """``sketch`` with one ``flaw`` (one of FLAWS) that makes it fail the gate or the render."""
-    if flaw == "short_colour":
-        colours = list(_HEX_COLOUR.finditer(sketch))
-        chosen = colours[rng.randrange(len(colours))]
-        drop = chosen.start() + 2 + rng.randrange(6)
-        return sketch[:drop] + sketch[drop + 1:]
-    if flaw == "cut_off":
-        # As if the reply ran out of tokens: cut somewhere in the painting's second half.
-        start = sketch.index("function draw()")
-        cut = rng.randrange(start + (len(sketch) - start) // 2, len(sketch) - 2)
-        return sketch[:cut]
-    if flaw == "forbidden_call":
-        lines = sketch.splitlines()
-        at = max(i for i, line in enumerate(lines) if line.startswith("  // "))
-        title = sketch[3:sketch.index(":")].split(" ")[-1]
-        lines.insert(at, rng.choice(_FORBIDDEN_LINES).format(title=title))
-        return "\n".join(lines) + "\n"
-    if flaw == "one_point_shape":
-        # Every shape collapsed to its first point: the layers paint nothing p5 accepts.
-        return _SHAPE_CALL.sub(lambda m: f"shape([[{m.group(1)}, {m.group(2)}]], {m.group(3)});", sketch)
-    raise ValueError(f"unknown flaw {flaw!r}; choose one of {FLAWS}")

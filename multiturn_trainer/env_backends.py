@@ -3,36 +3,20 @@
 Both backends take all episodes' replies for one turn at once and return every observation,
 so a step renders turn k of all B x G episodes in parallel (a browser pool in-process, or one
 WebSocket session per episode spread round-robin across the servers). Neither re-implements
-gating or rendering: the in-process one calls env.core, the remote one the OpenEnv client.
+gating or rendering: the in-process one calls env.core, the remote one the OpenEnv client, and
+both report a turn as the record ``env.turn.turn_observation`` makes (on the server, for remote).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from env.contract import SketchContract
-from env.core import SketchEvaluator, SketchOutcome
-from env.feedback import feedback_text
+from env.core import SketchEvaluator
 from env.portal import Portal
-
-
-@dataclass
-class TurnObservation:
-    """What one turn of one episode produced; the fields of an episode record's turn."""
-
-    turn: int
-    code: str | None
-    png: bytes | None
-    passed: bool
-    violations: list[str]
-    errors: list[str]
-    paint_fraction: float
-    render_ms: int
-    feedback: str
-    infrastructure_failed: bool = False
-    stats: dict[str, Any] = field(default_factory=dict)
+# One record of a turn for every path (env.turn); re-exported here for the rollout.
+from env.turn import TurnObservation, infrastructure_outcome, turn_observation
 
 
 class EpisodeEnvironments(Protocol):
@@ -62,17 +46,11 @@ class InProcessEnvironments:
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
         if len(replies) != len(self._seeds):
             raise ValueError(f"{len(replies)} replies for {len(self._seeds)} episodes")
-        outcomes = self.evaluator.evaluate_many(replies, self._seeds, self.deadline_s)
-        return [self._observation(o, turn) for o in outcomes]
-
-    def _observation(self, outcome: SketchOutcome, turn: int) -> TurnObservation:
-        return TurnObservation(
-            turn=turn, code=outcome.code, png=outcome.png, passed=outcome.passed,
-            violations=list(outcome.violations), errors=list(outcome.errors),
-            paint_fraction=outcome.paint_fraction, render_ms=outcome.render_ms,
-            feedback=feedback_text(outcome, turn, self._turns - turn, self.contract),
-            infrastructure_failed=outcome.infrastructure_failed, stats=dict(outcome.stats),
-        )
+        try:
+            outcomes = self.evaluator.evaluate_many(replies, self._seeds, self.deadline_s)
+        except Exception as exc:  # noqa: BLE001 - the renderer broke, not the sketches: drop, never score
+            outcomes = [infrastructure_outcome(exc)] * len(replies)
+        return [turn_observation(outcome, turn, self._turns, self.contract) for outcome in outcomes]
 
     def close(self) -> None:
         if self._own:
@@ -190,19 +168,18 @@ class RemoteEnvironments:
                     break
                 self._episodes[index]["replies"].append(reply)
                 o = result.observation
+                # The server built this from env.turn.turn_observation; its wire form back into the record.
                 return TurnObservation(
-                    turn=turn, code=o.metadata.get("code"), png=png_bytes(o), passed=o.passed,
-                    violations=list(o.violations), errors=list(o.errors), paint_fraction=o.paint_fraction,
-                    render_ms=o.render_ms, feedback=o.feedback, infrastructure_failed=infrastructure_failed(o),
+                    turn=turn, turns_left=o.turns_left, code=o.metadata.get("code"), png=png_bytes(o),
+                    passed=o.passed, violations=list(o.violations), errors=list(o.errors),
+                    paint_fraction=o.paint_fraction, render_ms=o.render_ms, feedback=o.feedback,
+                    infrastructure_failed=infrastructure_failed(o),
+                    infrastructure_error=o.metadata.get("infrastructure_error"),
+                    rendered=bool(o.metadata.get("rendered")), details=list(o.metadata.get("details") or []),
                     stats=dict(o.metadata.get("stats") or {}),
                 )
-            reason = self._broken[index] or "no session"
-            return TurnObservation(
-                turn=turn, code=None, png=None, passed=False, violations=["infrastructure_error"], errors=[reason],
-                paint_fraction=0.0, render_ms=0,
-                feedback="The renderer failed for reasons unrelated to your sketch; send the sketch again.",
-                infrastructure_failed=True,
-            )
+            lost = infrastructure_outcome(self._broken[index] or "no session")
+            return turn_observation(lost, turn, self._turns)
 
         return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(replies))))
 

@@ -1,0 +1,140 @@
+"""What every command builds before it runs episodes: the model, the scorer, the policies, the rows.
+
+Training, the held-out eval, replay's continuation and the demo all start here, so a model is
+loaded, a checkpoint merged and a reward mix built the same way everywhere. Policy backends
+themselves live in ``agent.policies``; this module knows the run configuration and the
+checkpoint layout: a LoRA adapter folder (``adapter_config.json``) is merged onto the base it
+names, a full model folder is loaded as it is. torch is imported inside the functions, so the
+command line's ``--help`` never waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.messages import first_turn_messages
+from agent.policies import EndpointPolicy, LocalModelPolicy
+from env.errors import UsageError
+from multiturn_trainer.config import TrainConfig
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def ensure_model(config: TrainConfig) -> str:
+    """The model path, building the tiny offline model there first when asked to."""
+    path = Path(config.model)
+    if config.tiny_model and not (path / "config.json").is_file():
+        from multiturn_trainer.tiny_model import build_tiny_model
+
+        print(first_run_announcement(config), flush=True)
+        if config.tiny_warm_start_steps <= 0:
+            build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+        else:
+            from multiturn_trainer.sft import warm_start_tiny
+
+            warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
+                            revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
+                            subjects=config.subjects)
+    return config.model
+
+
+# Measured on a quiet 2-core machine with length-grouped SFT batches: rendering the 64 revision
+# drafts took 78 s, 180 SFT steps 210 s (README, "The demo with its eval, measured").
+WARM_START_SECONDS_PER_REVISION_2_CORES = 78 / 64
+WARM_START_SECONDS_PER_STEP_2_CORES = 210 / 180
+
+
+def first_run_announcement(config: TrainConfig) -> str:
+    """One line before the tiny model is built: what, why, how long, where it is cached, how to skip."""
+    if config.tiny_warm_start_steps <= 0:
+        return (f"train: building the tiny offline {config.tiny_model} model in {config.model} (seconds; "
+                "untrained, it writes gibberish until warm-started)")
+    seconds = (config.tiny_warm_start_revisions * WARM_START_SECONDS_PER_REVISION_2_CORES
+               + config.tiny_warm_start_steps * WARM_START_SECONDS_PER_STEP_2_CORES)
+    minutes = max(1, round(seconds / 60))
+    return (f"train: first run: building the tiny offline {config.tiny_model} model and warm-starting it "
+            f"({config.tiny_warm_start_steps} SFT steps on compact procedural sketches, "
+            f"{config.tiny_warm_start_revisions} rendered revision examples) so that its sketches render; "
+            f"about {minutes} min on 2 CPU cores, once: it is cached in {config.model} and reused by later runs "
+            "(to skip it, pass --model with a model folder you already have)")
+
+
+def quiet_renamed_checkpointing_warning() -> None:
+    """TRL 1.16 and PEFT read the model's old ``is_gradient_checkpointing`` name (every
+    generation, every adapter load); transformers 5.24 answers each time with a FutureWarning
+    that says nothing our users can act on."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
+def load_model(config: TrainConfig):
+    """(model, processor) of ``config.model`` in the config's dtype, on the GPU when there is one."""
+    quiet_renamed_checkpointing_warning()
+    from multiturn_trainer.tiny_model import load_pretrained
+
+    if not has_gpu():
+        from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
+
+        quiet_cpu_kernel_warnings()
+    dtype = None if config.dtype == "auto" and not has_gpu() else ("bfloat16" if config.dtype == "auto" else config.dtype)
+    model, processor = load_pretrained(ensure_model(config), dtype=dtype, device="cuda" if has_gpu() else None)
+    if config.attn_implementation:
+        model.set_attn_implementation(config.attn_implementation)
+    return model, processor
+
+
+def scorer_for(config: TrainConfig):
+    """The config's reward mix with its pool, judge and HPSv3 server."""
+    from rewards.mixer import build_scorer
+    from rewards.pool import ReferencePool
+
+    return build_scorer(config.reward_preset, ReferencePool.load(config.pool), judge_url=config.judge_url,
+                        judge_model=config.judge_model, hps_url=config.hps_url,
+                        judge_probability=config.judge_probability)
+
+
+def episode_row(config: TrainConfig, subject: str, seed: int) -> dict[str, Any]:
+    """What an episode starts from: the turn-1 prompt, the subject and the render seed."""
+    return {"prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking),
+            "subject": subject, "seed": seed}
+
+
+def load_checkpoint(config: TrainConfig, checkpoint: Path):
+    """(model, processor) for a LoRA checkpoint (merged into its base) or a full model folder."""
+    checkpoint = Path(checkpoint)
+    adapter_config = checkpoint / "adapter_config.json"
+    if adapter_config.is_file():
+        from peft import PeftModel
+
+        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path") or config.model
+        model, processor = load_model(dataclasses.replace(config, model=base, tiny_model=None))
+        return PeftModel.from_pretrained(model, str(checkpoint)).merge_and_unload(), processor
+    if (checkpoint / "config.json").is_file():
+        return load_model(dataclasses.replace(config, model=str(checkpoint), tiny_model=None))
+    raise UsageError(f"{checkpoint} holds neither a LoRA adapter (adapter_config.json) "
+                     "nor a model (config.json)")
+
+
+def local_policy(config: TrainConfig, checkpoint: Path, model=None, processor=None) -> LocalModelPolicy:
+    """A checkpoint (or an already-loaded model) sampling with the config's generation settings."""
+    if model is None:
+        model, processor = load_checkpoint(config, checkpoint)
+    model.eval()
+    return LocalModelPolicy(model, processor, max_new_tokens=config.max_completion_length,
+                            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+                            seed=config.seed, enable_thinking=config.enable_thinking)
+
+
+def endpoint_policy(config: TrainConfig, url: str, model: str, token: str | None = None,
+                    concurrency: int = 8) -> EndpointPolicy:
+    """A served model with the config's generation settings (token: argument, else the env vars)."""
+    return EndpointPolicy(url, model, max_tokens=config.max_completion_length, temperature=config.temperature,
+                          top_p=config.top_p, token=token, concurrency=concurrency, seed=config.seed)
