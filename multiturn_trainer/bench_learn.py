@@ -25,72 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.evaluation_stats import format_interval
+from multiturn_trainer.plots import pyplot, save
+from multiturn_trainer.report import curves, run_figures
+from multiturn_trainer.store import RunStore
 
 DEFAULT_CONFIG = "configs/learn.yaml"
 ARMS = ("multi", "single")
-
-
-def thirds(episodes: list[dict[str, Any]]) -> tuple[list[dict], list[dict], int]:
-    """The episodes of the first and the last third of the steps (at least one step each)."""
-    steps = sorted({e["step"] for e in episodes})
-    third = max(1, len(steps) // 3)
-    first, last = set(steps[:third]), set(steps[-third:])
-    return [e for e in episodes if e["step"] in first], [e for e in episodes if e["step"] in last], len(steps)
-
-
-def final_turn(episode: dict[str, Any]) -> dict[str, Any] | None:
-    turns = episode.get("turns") or []
-    return turns[-1] if turns else None
-
-
-def episode_values(episodes: list[dict[str, Any]], what: str) -> list[float | None]:
-    """Per episode: ``reward``, ``gate`` (the rewarded painting passed) or ``blank`` (it failed
-    with the gate's blank_canvas reason). Unscorable episodes (reward None) are left out."""
-    values: list[float | None] = []
-    for episode in episodes:
-        if episode.get("reward") is None:
-            values.append(None)
-            continue
-        turn = final_turn(episode)
-        if what == "reward":
-            values.append(float(episode["reward"]))
-        elif what == "gate":
-            values.append(float(bool(turn and turn.get("passed"))))
-        elif what == "blank":
-            values.append(float(bool(turn and "blank_canvas" in (turn.get("violations") or []))))
-        else:
-            raise ValueError(what)
-    return values
-
-
-def run_figures(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    """First third, last third and rise (last minus first) of reward, gate pass and blank rate."""
-    first, last, steps = thirds(episodes)
-    figures: dict[str, Any] = {"steps": steps, "episodes": len(episodes),
-                               "tokens": sum(int(e.get("completion_tokens") or 0) for e in episodes)}
-    for what in ("reward", "gate", "blank"):
-        a, b = episode_values(first, what), episode_values(last, what)
-        figures[what] = {"first_third": stats.bootstrap_mean(a), "last_third": stats.bootstrap_mean(b),
-                         "rise": stats.difference_of_means(b, a)}
-    return figures
-
-
-def curves(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per step: mean reward, gate pass, turn gain and the cumulative generated tokens."""
-    from multiturn_trainer.store import mean, turn_gains
-
-    rows, tokens = [], 0
-    for step in sorted({e["step"] for e in episodes}):
-        chosen = [e for e in episodes if e["step"] == step]
-        tokens += sum(int(e.get("completion_tokens") or 0) for e in chosen)
-        gains = turn_gains(chosen)
-        rows.append({"step": step, "tokens": tokens,
-                     "reward": mean([v for v in episode_values(chosen, "reward") if v is not None]),
-                     "gate": mean([v for v in episode_values(chosen, "gate") if v is not None]),
-                     "turn_gain": mean(gains) if gains else None})
-    return rows
 
 
 class TokenBudget:
@@ -119,6 +60,8 @@ class TokenBudget:
 
 def train_arm(config, token_budget: int | None):
     """One arm's training run (`watercolour train`'s own path); returns the run's summary."""
+    # The trainer, the eval and the model (torch) are imported where they run, not with this
+    # module: `watercolour bench learn --help` must answer at once.
     from multiturn_trainer.train import build_trainer, prepare_run, summarise_run
 
     store, _ = prepare_run(config)
@@ -177,7 +120,6 @@ def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None
 
 def draw(path: Path, results: list[dict[str, Any]]) -> Path:
     """Reward, gate pass and turn gain against step (top) and generated tokens (bottom)."""
-    from multiturn_trainer.plots import pyplot, save
 
     plt = pyplot()
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), dpi=100)
@@ -205,12 +147,12 @@ def draw(path: Path, results: list[dict[str, Any]]) -> Path:
 
 
 def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: bool = True) -> dict[str, Any]:
+    from multiturn_trainer.resources import ensure_model
+
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     started = time.perf_counter()
     multi_turns = config.turns if config.turns > 1 else 2
-    from multiturn_trainer.store import RunStore
-    from multiturn_trainer.resources import ensure_model
 
     ensure_model(config)  # the warm start, once, before any arm (each arm would build it otherwise)
     for seed in seeds:

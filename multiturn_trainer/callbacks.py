@@ -8,6 +8,7 @@ import time
 
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from multiturn_trainer.evaluation import evaluate_trainer_policy
 from multiturn_trainer.grpo import log_line
 
 
@@ -43,8 +44,6 @@ class RunCallback(ProgressCallback):
         if every and (state.global_step % every == 0 or state.global_step >= state.max_steps):
             # Before TRL logs the step, so the eval/* figures land in the same metrics.jsonl line.
             # Every process evaluates the same held-out slots (the policy is replicated).
-            from multiturn_trainer.evaluation import evaluate_trainer_policy
-
             started = time.perf_counter()
             for name, value in evaluate_trainer_policy(self.trainer, state.global_step).items():
                 if value is not None:

@@ -161,10 +161,12 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 def cmd_train(args) -> int:
     from multiturn_trainer.config import parse_config
-    from multiturn_trainer.train import train
 
-    train(config_or_exit("train", lambda: parse_config(args.argv, prog="watercolour train",
-                                                       default_config="configs/smoke.yaml")))
+    config = config_or_exit("train", lambda: parse_config(args.argv, prog="watercolour train",
+                                                          default_config="configs/smoke.yaml"))
+    from multiturn_trainer.train import train  # torch: after parsing, so `train --help` answers at once
+
+    train(config)
     return 0
 
 
@@ -227,10 +229,11 @@ def cmd_demo(args) -> int:
 
     from multiturn_trainer.config import parse_config
     from multiturn_trainer.evaluation_stats import format_interval
-    from multiturn_trainer.train import train
 
     config = config_or_exit("demo", lambda: parse_config(args.argv, prog="watercolour demo",
                                                          default_config="configs/demo.yaml"))
+    from multiturn_trainer.train import train  # torch: after parsing, so `demo --help` answers at once
+
     if Path(config.output_dir).exists():
         shutil.rmtree(config.output_dir)
     summary = train(config)

@@ -18,16 +18,14 @@ from tqdm import tqdm
 
 from env.errors import UsageError
 from multiturn_trainer.config import load_config
-from multiturn_trainer.resources import local_policy
+from multiturn_trainer.env_backends import make_environments
+from multiturn_trainer.resources import episode_row, local_policy, scorer_for
 from multiturn_trainer.rollout import EpisodeRunner, run_into_store
 from multiturn_trainer.store import CONFIG, RunStore, mean
 
 
 def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, checkpoint: Path, out: Path,
                  environments=None, scorer=None) -> dict[str, Any]:
-    from multiturn_trainer.env_backends import make_environments
-    from multiturn_trainer.resources import scorer_for, episode_row
-
     recorded = load_config(run_dir / CONFIG)
     if not 1 <= from_turn <= recorded.turns:
         raise UsageError(f"--continue-from must be a turn between 1 and {recorded.turns}")

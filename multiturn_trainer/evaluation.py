@@ -23,8 +23,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+from tqdm import tqdm
+
+from agent.subjects import resolve
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.env_backends import make_environments
+from multiturn_trainer.plots import error_bar_plot
+from multiturn_trainer.replay import write_html_gallery
+from multiturn_trainer.resources import episode_row, local_policy, scorer_for
+from multiturn_trainer.rollout import EpisodeRunner, run_into_store
+from multiturn_trainer.store import RunStore
 
 REFINE_STEP, INDEPENDENT_STEP = 1, 2  # where each arm's episodes sit in the eval's run directory
 
@@ -38,13 +48,6 @@ def eval_slots(subjects: list[str], episodes: int, seed: int) -> list[tuple[str,
 def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, out: Path, environments=None,
              scorer=None, label: str = "policy", progress: bool = True) -> dict[str, Any]:
     """Both arms over ``episodes`` slots per subject with ``config.turns`` = K; returns eval.json's dict."""
-    from tqdm import tqdm
-
-    from multiturn_trainer.env_backends import make_environments
-    from multiturn_trainer.rollout import EpisodeRunner, run_into_store
-    from multiturn_trainer.store import RunStore
-    from multiturn_trainer.resources import scorer_for, episode_row
-
     turns = config.turns
     slots = eval_slots(subjects, episodes, config.seed)
     store = RunStore(out, config.name)
@@ -91,8 +94,6 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     report.update(policy=label, subjects=list(subjects), episodes_per_subject=episodes, turns=turns,
                   preset=scorer.mix.name, seed=config.seed)
     report["plot"] = str(draw_plot(out / "eval.png", report))
-    from multiturn_trainer.replay import write_html_gallery
-
     report["gallery"] = str(write_html_gallery(store, results["refine"]["records"] + results["independent"]["records"],
                                           out / "gallery.html"))
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -185,11 +186,6 @@ def evaluate_trainer_policy(trainer, step: int) -> dict[str, float | None]:
 
     The same two arms as `watercolour eval`, through the trainer's own environments and
     scorer; written to ``RUN_DIR/eval/step-N/`` (eval.json, plot, gallery)."""
-    import torch
-
-    from agent.subjects import resolve
-    from multiturn_trainer.resources import local_policy
-
     config = trainer.run_config
     model = trainer.accelerator.unwrap_model(trainer.model)
     was_training = model.training
@@ -234,8 +230,6 @@ def table(report: dict[str, Any]) -> str:
 
 def draw_plot(path: Path, report: dict[str, Any]) -> Path:
     """Reward by turn (refine) and best-of-k (independent) with their 95 % intervals."""
-    from multiturn_trainer.plots import error_bar_plot
-
     series = [("refine: reward at turn k", report["refine"]["reward_by_turn"]),
               ("independent: best of k", report["independent"]["best_of_k"])]
     return error_bar_plot(path, series, title=f"eval: {report['policy']}  reward with 95 % intervals",

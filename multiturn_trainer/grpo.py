@@ -261,7 +261,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         chunk to the model, whose vision tower then fails ("repeats must have the same
         size"): with micro-batch 1 (the 35B preset) any episode whose turns all failed the
         gate crashed the step. Reproduced with ``trainer.train()``, 3 turns, image counts
-        [2, 0, 1, 2] (tests/test_microbatch.py).
+        [2, 0, 1, 2] (tests/multiturn_trainer/test_microbatch.py).
         """
         parent = super()._get_per_token_logps_and_entropies
         common = dict(compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss)

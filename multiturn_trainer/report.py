@@ -26,20 +26,83 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from env.errors import UsageError
 from multiturn_trainer import evaluation_stats as stats
+from multiturn_trainer.plots import band, pyplot, save
+from multiturn_trainer.store import RunStore, mean, turn_gains
 from rewards.mixer import COMPONENTS
 
 BAND_RESAMPLES = 1000  # per plotted point; the interval's ends move by < 0.01 of a sd beyond this
 PHASES = ("time/generate", "time/render", "time/score", "time/train")
 
 
+# --- a run's figures (also `bench learn`'s) ---------------------------------------------------
+
+def thirds(episodes: list[dict[str, Any]]) -> tuple[list[dict], list[dict], int]:
+    """The episodes of the first and the last third of the steps (at least one step each)."""
+    steps = sorted({e["step"] for e in episodes})
+    third = max(1, len(steps) // 3)
+    first, last = set(steps[:third]), set(steps[-third:])
+    return [e for e in episodes if e["step"] in first], [e for e in episodes if e["step"] in last], len(steps)
+
+
+def final_turn(episode: dict[str, Any]) -> dict[str, Any] | None:
+    turns = episode.get("turns") or []
+    return turns[-1] if turns else None
+
+
+def episode_values(episodes: list[dict[str, Any]], what: str) -> list[float | None]:
+    """Per episode: ``reward``, ``gate`` (the rewarded painting passed) or ``blank`` (it failed
+    with the gate's blank_canvas reason). Unscorable episodes (reward None) are left out."""
+    values: list[float | None] = []
+    for episode in episodes:
+        if episode.get("reward") is None:
+            values.append(None)
+            continue
+        turn = final_turn(episode)
+        if what == "reward":
+            values.append(float(episode["reward"]))
+        elif what == "gate":
+            values.append(float(bool(turn and turn.get("passed"))))
+        elif what == "blank":
+            values.append(float(bool(turn and "blank_canvas" in (turn.get("violations") or []))))
+        else:
+            raise ValueError(what)
+    return values
+
+
+def run_figures(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """First third, last third and rise (last minus first) of reward, gate pass and blank rate."""
+    first, last, steps = thirds(episodes)
+    figures: dict[str, Any] = {"steps": steps, "episodes": len(episodes),
+                               "tokens": sum(int(e.get("completion_tokens") or 0) for e in episodes)}
+    for what in ("reward", "gate", "blank"):
+        a, b = episode_values(first, what), episode_values(last, what)
+        figures[what] = {"first_third": stats.bootstrap_mean(a), "last_third": stats.bootstrap_mean(b),
+                         "rise": stats.difference_of_means(b, a)}
+    return figures
+
+
+def curves(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per step: mean reward, gate pass, turn gain and the cumulative generated tokens."""
+    rows, tokens = [], 0
+    for step in sorted({e["step"] for e in episodes}):
+        chosen = [e for e in episodes if e["step"] == step]
+        tokens += sum(int(e.get("completion_tokens") or 0) for e in chosen)
+        gains = turn_gains(chosen)
+        rows.append({"step": step, "tokens": tokens,
+                     "reward": mean([v for v in episode_values(chosen, "reward") if v is not None]),
+                     "gate": mean([v for v in episode_values(chosen, "gate") if v is not None]),
+                     "turn_gain": mean(gains) if gains else None})
+    return rows
+
+
+# --- reading runs and evals ----------------------------------------------------------------
+
 def load_source(path: Path) -> dict[str, Any]:
     """A run directory or an eval directory, read without touching the model or the renderer."""
-    import yaml
-
-    from multiturn_trainer.store import RunStore
-
     path = Path(path)
     if (path / "eval.json").is_file():
         report = json.loads((path / "eval.json").read_text())
@@ -62,8 +125,6 @@ def _band(values: list[float | None]) -> dict:
 
 def run_series(source: dict[str, Any]) -> dict[str, Any]:
     """Per step: x positions (step, wall seconds, tokens) and every plotted figure with its band."""
-    from multiturn_trainer.store import turn_gains
-
     episodes, metrics = source["episodes"], source["metrics"]
     seconds_by_step = {m["step"]: sum(float(m.get(k) or 0.0) for k in PHASES) for m in metrics if "step" in m}
     steps = sorted({e["step"] for e in episodes})
@@ -92,9 +153,6 @@ def run_series(source: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_summary(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    from multiturn_trainer.bench_learn import run_figures
-    from multiturn_trainer.store import turn_gains
-
     figures = run_figures(episodes)
     figures["turn_gain"] = _band(turn_gains(episodes))
     return figures
@@ -105,8 +163,6 @@ X_AXES = (("step", "GRPO step"), ("wall_s", "wall time (s: generate + render + s
 
 
 def draw_reward(path: Path, runs: list[tuple[str, dict]]) -> Path:
-    from multiturn_trainer.plots import band, pyplot, save
-
     plt = pyplot()
     names = ["reward"] + [c for c in COMPONENTS if any(c in series["components"] for _, series in runs)]
     fig, axes = plt.subplots(len(names), len(X_AXES), figsize=(14, 3.0 * len(names)), dpi=90, squeeze=False)
@@ -126,8 +182,6 @@ def draw_reward(path: Path, runs: list[tuple[str, dict]]) -> Path:
 
 
 def draw_turns(path: Path, runs: list[tuple[str, dict]]) -> Path:
-    from multiturn_trainer.plots import band, pyplot, save
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), dpi=90)
     for column, (key, title) in enumerate((("gate", "gate pass per turn"), ("coverage", "coverage per turn"))):
@@ -144,8 +198,6 @@ def draw_turns(path: Path, runs: list[tuple[str, dict]]) -> Path:
 
 
 def draw_turn_gain(path: Path, runs: list[tuple[str, dict]]) -> Path:
-    from multiturn_trainer.plots import band, pyplot, save
-
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), dpi=90)
     for column, (x_key, x_label) in enumerate((X_AXES[0], X_AXES[2])):
@@ -163,8 +215,6 @@ def draw_turn_gain(path: Path, runs: list[tuple[str, dict]]) -> Path:
 
 
 def draw_evals(path: Path, evals: list[tuple[str, dict]]) -> Path:
-    from multiturn_trainer.plots import pyplot, save
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=90)
     count = 2 * len(evals)

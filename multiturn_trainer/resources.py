@@ -4,8 +4,7 @@ Training, the held-out eval, replay's continuation and the demo all start here, 
 loaded, a checkpoint merged and a reward mix built the same way everywhere. Policy backends
 themselves live in ``agent.policies``; this module knows the run configuration and the
 checkpoint layout: a LoRA adapter folder (``adapter_config.json``) is merged onto the base it
-names, a full model folder is loaded as it is. torch is imported inside the functions, so the
-command line's ``--help`` never waits for it.
+names, a full model folder is loaded as it is.
 """
 
 from __future__ import annotations
@@ -15,15 +14,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from agent.messages import first_turn_messages
 from agent.policies import EndpointPolicy, LocalModelPolicy
 from env.errors import UsageError
 from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
+from multiturn_trainer.sft import warm_start_tiny
+from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
 
 
 def has_gpu() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 
@@ -31,14 +33,10 @@ def ensure_model(config: TrainConfig) -> str:
     """The model path, building the tiny offline model there first when asked to."""
     path = Path(config.model)
     if config.tiny_model and not (path / "config.json").is_file():
-        from multiturn_trainer.tiny_model import build_tiny_model
-
         print(first_run_announcement(config), flush=True)
         if config.tiny_warm_start_steps <= 0:
             build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
         else:
-            from multiturn_trainer.sft import warm_start_tiny
-
             warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
                             revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
                             subjects=config.subjects)
@@ -78,11 +76,7 @@ def quiet_renamed_checkpointing_warning() -> None:
 def load_model(config: TrainConfig):
     """(model, processor) of ``config.model`` in the config's dtype, on the GPU when there is one."""
     quiet_renamed_checkpointing_warning()
-    from multiturn_trainer.tiny_model import load_pretrained
-
     if not has_gpu():
-        from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
-
         quiet_cpu_kernel_warnings()
     dtype = None if config.dtype == "auto" and not has_gpu() else ("bfloat16" if config.dtype == "auto" else config.dtype)
     model, processor = load_pretrained(ensure_model(config), dtype=dtype, device="cuda" if has_gpu() else None)

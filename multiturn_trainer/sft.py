@@ -30,6 +30,7 @@ from agent.messages import first_turn_messages, revision_content
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
+from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
 
 # Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
 # default llvmpipe-f16, so a conservative count) on the 14
@@ -141,8 +142,6 @@ def sft_labels(episode: EpisodeTokens) -> list[int]:
 def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]], *, epochs: float = 1.0,
             learning_rate: float = 2e-3, batch_size: int = 4, lora: bool = False, seed: int = 0,
             quiet: bool = False) -> SftResult:
-    from multiturn_trainer.tiny_model import load_pretrained
-
     torch.manual_seed(seed)
     gpu = torch.cuda.is_available()
     model, processor = load_pretrained(model_path, dtype="bfloat16" if gpu else None, device="cuda" if gpu else None)
@@ -240,8 +239,6 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     """
     import shutil
     import tempfile
-
-    from multiturn_trainer.tiny_model import build_tiny_model
 
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -198,8 +198,10 @@ def _policy_texts() -> list[str]:
     Measured: with them in the corpus the turn-1 prompt is 1143 tokens instead of 1853 and a
     compact sketch 595 instead of 632, so the CPU warm start and demo run ~35 % faster.
     """
-    from multiturn_trainer.procedural import SUBJECTS, generate_sketch
+    # Here, not at the top: `watercolour --help` imports this module (MODEL_KINDS), and the
+    # generator reads configs/subjects.yaml, which must not be able to break --help.
     from env.prompts import system_prompt
+    from multiturn_trainer.procedural import SUBJECTS, generate_sketch
 
     return [system_prompt(), *(generate_sketch(subject, seed, 3) for subject in SUBJECTS for seed in range(3))]
 

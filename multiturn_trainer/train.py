@@ -11,7 +11,9 @@ from typing import Any
 
 from env.errors import UsageError
 from multiturn_trainer.config import GRPO_FIELDS, TrainConfig
+from multiturn_trainer.env_backends import make_environments
 from multiturn_trainer.evaluation_stats import difference_of_means
+from multiturn_trainer.kernels import announce_kernels
 from multiturn_trainer.resources import scorer_for, episode_row, has_gpu, load_model, quiet_renamed_checkpointing_warning
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
 
@@ -169,13 +171,10 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
     """``model_and_processor``: already loaded, e.g. random-weight shapes for the GPU check."""
     use_run_trackio_dir(config, store)  # before the imports below: TRL's trainer imports trackio
     from multiturn_trainer.callbacks import RunCallback
-    from multiturn_trainer.env_backends import make_environments
     from multiturn_trainer.grpo import MultiTurnGRPOTrainer, check_trl_pin
 
     check_trl_pin()
     model, processor = model_and_processor if model_and_processor is not None else load_model(config)
-    from multiturn_trainer.kernels import announce_kernels
-
     kernels = announce_kernels(model, has_gpu())
     if kernels:
         print(kernels, flush=True)

@@ -1,8 +1,8 @@
 """``use_vllm: true`` driven through ``trainer.train()`` against the vLLM stand-in.
 
-The stand-in (``tests/vllm_standin.py``) implements the surface TRL's colocate path calls and
+The stand-in (``tests/multiturn_trainer/vllm_standin.py``) implements the surface TRL's colocate path calls and
 rejects what vLLM 0.31 rejects; it covers what needs a GPU (sleep mode, TRL's in-place weight
-push). The real engine, where a CPU build of vLLM is installed, is in tests/test_vllm_real.py.
+push). The real engine, where a CPU build of vLLM is installed, is in tests/multiturn_trainer/test_vllm_real.py.
 Before the fix this path died on its first step: the rollout returned no log-probs and TRL's
 importance-sampling correction subtracted None.
 """

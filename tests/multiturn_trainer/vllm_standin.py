@@ -9,7 +9,7 @@ It implements exactly the surface ``trl.generation.vllm_generation.VLLMGeneratio
 prompts with one ``<|image_pad|>`` per image given (vLLM expands each itself), ``SamplingParams``
 keywords vLLM knows, weights pushed under names the model has, no generation while its weights
 are asleep. It exists for what needs a GPU (sleep mode, the in-place weight push TRL does on
-CUDA); tests/test_vllm_real.py runs the real engine where a CPU build of vLLM is installed. It samples with a real copy of the policy (the weights TRL pushes), so
+CUDA); tests/multiturn_trainer/test_vllm_real.py runs the real engine where a CPU build of vLLM is installed. It samples with a real copy of the policy (the weights TRL pushes), so
 the log-probs it returns are the sampler's and the trainer's ratio must come out at 1.
 """
 
@@ -21,7 +21,7 @@ import torch
 
 
 # vLLM 0.31.0's ``SamplingParams`` fields (a msgspec Struct: an unknown keyword is a TypeError
-# there, so it is one here; tests/test_vllm_real.py checks this list against the real class).
+# there, so it is one here; tests/multiturn_trainer/test_vllm_real.py checks this list against the real class).
 SAMPLING_PARAMS_FIELDS = frozenset((
     "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "watermarking", "top_p",
     "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs",

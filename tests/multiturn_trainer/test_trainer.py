@@ -150,7 +150,7 @@ def test_model_presets_follow_the_public_recipe():
         5e-5, "constant_with_warmup", 5, "none")
     assert (big.num_generations, big.steps, big.lora_target_modules) == (8, 110, "all-linear")
     # Not the recipe's top-p 0.95 / top-k 20: under vLLM with importance sampling the presets
-    # sample untruncated, so sampler and trainer log-probs mean the same (tests/test_vllm_real.py).
+    # sample untruncated, so sampler and trainer log-probs mean the same (tests/multiturn_trainer/test_vllm_real.py).
     assert not big.use_vllm and (big.top_p, big.top_k) == (1.0, 0)  # one card: HF generate (memory plan)
     for preset in (load_config(ROOT / "configs" / "qwen3.5-35b-a3b-2gpu.yaml"),
                    load_config(ROOT / "configs" / "qwen3.5-4b.yaml"),

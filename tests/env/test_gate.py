@@ -28,8 +28,8 @@ from env.contract import (
 )
 from env.gate import ExtractResult, GateVerdict, extract_sketch, static_gate
 
-FIXTURES = Path(__file__).parent / "fixtures" / "sketches"
-EXAMPLES = Path(__file__).parent.parent / "examples" / "sketches"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sketches"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sketches"
 
 SETUP = (
     "async function setup() {\n"

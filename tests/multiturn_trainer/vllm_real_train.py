@@ -1,6 +1,6 @@
 """One real colocated-vLLM GRPO run through ``train()``, in a process of its own.
 
-tests/test_vllm_real.py runs this file as a script: vLLM registers its own Qwen3.5 config
+tests/multiturn_trainer/test_vllm_real.py runs this file as a script: vLLM registers its own Qwen3.5 config
 class when its engine starts, after which transformers loads Qwen3.5 checkpoints wrongly in
 that process, so the training run (which loads the HF policy, then starts the engine) gets a
 fresh process. Prints one JSON line: the run's summary and what the engine was sent.
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 
 def main(model: str, run_dir: str, kind: str = "dense") -> None:

@@ -24,7 +24,7 @@ from rewards.pool import STARTER_POOL_DIR
 
 from fake_openai_server import FakeOpenAIServer, FakeReply, RecordedRequest, always, sha256_hex
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STARTER = ReferencePool.load(STARTER_POOL_DIR)
 
 
