@@ -11,7 +11,6 @@ from typing import Any
 
 from env.errors import UsageError
 from multiturn_trainer.config import GRPO_FIELDS, TrainConfig
-from multiturn_trainer.env_backends import make_environments
 from multiturn_trainer.evaluation_stats import difference_of_means
 from multiturn_trainer.kernels import announce_kernels
 from multiturn_trainer.resources import scorer_for, episode_row, has_gpu, load_model, quiet_renamed_checkpointing_warning
@@ -171,6 +170,9 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
     """``model_and_processor``: already loaded, e.g. random-weight shapes for the GPU check."""
     use_run_trackio_dir(config, store)  # before the imports below: TRL's trainer imports trackio
     from multiturn_trainer.callbacks import RunCallback
+    # Here too, not at the top: the GPU check imports this module (peft_config) on an image
+    # without TRL, tree-sitter or a browser.
+    from multiturn_trainer.env_backends import make_environments
     from multiturn_trainer.grpo import MultiTurnGRPOTrainer, check_trl_pin
 
     check_trl_pin()

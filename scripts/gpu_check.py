@@ -822,9 +822,13 @@ def project(config, report: dict) -> dict:
 
 
 def load_preset(shapes: str, args):
-    from multiturn_trainer.config import load_config
+    import yaml
 
-    config = load_config(ROOT / "configs" / f"{PRESETS[shapes]}.yaml")
+    from multiturn_trainer.config import TrainConfig
+
+    # The GPU image has no TRL, so no TrlParser (config.load_config): the preset's YAML mapping
+    # goes to TrainConfig as it is, which normalises its values itself.
+    config = TrainConfig(**yaml.safe_load((ROOT / "configs" / f"{PRESETS[shapes]}.yaml").read_text()))
     overrides = {"subjects": ["poppies in a summer meadow"], "micro_batch_size": 1}
     for key in ("turns", "max_completion_length"):
         if getattr(args, key) is not None:

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from multiturn_trainer.bench_learn import arm_lines, curves, run_figures
+from multiturn_trainer.bench_learn import arm_lines
+from multiturn_trainer.report import curves, run_figures
 from watercolour.cli import main
 
 
