@@ -217,26 +217,3 @@ def build(args) -> BuildReport:
     stage(pool_dir, passed, report)
     print(report.line(pool_dir))
     return report
-
-
-def add_arguments(parser) -> None:
-    # Not argparse-required: --from RUN_DIR takes each painting's subject from its episode.
-    parser.add_argument("--subject", default=None,
-                        help="required (except with --from RUN_DIR, whose episodes name theirs): "
-                             "what the paintings show, the pool's subject label")
-    parser.add_argument("--pool", default=None, metavar="POOL_DIR", help="default: pools/<subject>")
-    parser.add_argument("--from", dest="source", default=None, metavar="DIR|RUN_DIR",
-                        help="a folder of sketches (.js, or raw replies .txt/.md) or a run directory")
-    parser.add_argument("--policy", default=None, metavar="MODEL_DIR", help="generate with a local model")
-    parser.add_argument("--endpoint", default=None, metavar="URL",
-                        help="generate with an OpenAI-compatible server (…/v1)")
-    parser.add_argument("--endpoint-model", default="default", help="--endpoint: model name")
-    parser.add_argument("--token", default=None,
-                        help="--endpoint: bearer token (default: $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)")
-    parser.add_argument("--count", type=int, default=8, help="--policy/--endpoint: sketches to generate")
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=1, help="render seed (and sampling seed)")
-    parser.add_argument("--hps-url", default=None, help="also score candidates with an HPSv3 server")
-    parser.add_argument("--backend", default=None, help="renderer backend (default: the renderer's)")
-    parser.add_argument("--deadline", type=float, default=90.0, help="seconds per render")

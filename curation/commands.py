@@ -75,12 +75,29 @@ def add_parsers(sub) -> None:
     imp = pool_sub.add_parser("import", help="import a local imagefolder copy of a Hub pool dataset")
     imp.add_argument("source")
     imp.add_argument("--out", required=True)
-    from curation.build import add_arguments as add_build_arguments
-
     build = pool_sub.add_parser(
         "build", help="render and stage candidate paintings for a subject (from sketches, a run, or a policy)",
         usage="watercolour pool build --subject S (--from DIR|RUN_DIR | --policy MODEL | --endpoint URL) [options]")
-    add_build_arguments(build)
+    # Not argparse-required: --from RUN_DIR takes each painting's subject from its episode.
+    build.add_argument("--subject", default=None,
+                       help="required (except with --from RUN_DIR, whose episodes name theirs): "
+                            "what the paintings show, the pool's subject label")
+    build.add_argument("--pool", default=None, metavar="POOL_DIR", help="default: pools/<subject>")
+    build.add_argument("--from", dest="source", default=None, metavar="DIR|RUN_DIR",
+                       help="a folder of sketches (.js, or raw replies .txt/.md) or a run directory")
+    build.add_argument("--policy", default=None, metavar="MODEL_DIR", help="generate with a local model")
+    build.add_argument("--endpoint", default=None, metavar="URL",
+                       help="generate with an OpenAI-compatible server (…/v1)")
+    build.add_argument("--endpoint-model", default="default", help="--endpoint: model name")
+    build.add_argument("--token", default=None,
+                       help="--endpoint: bearer token (default: $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)")
+    build.add_argument("--count", type=int, default=8, help="--policy/--endpoint: sketches to generate")
+    build.add_argument("--max-tokens", type=int, default=4096)
+    build.add_argument("--temperature", type=float, default=1.0)
+    build.add_argument("--seed", type=int, default=1, help="render seed (and sampling seed)")
+    build.add_argument("--hps-url", default=None, help="also score candidates with an HPSv3 server")
+    build.add_argument("--backend", default=None, help="renderer backend (default: the renderer's)")
+    build.add_argument("--deadline", type=float, default=90.0, help="seconds per render")
     serve = pool_sub.add_parser("serve", help="rate a pool's candidates in a local web app (127.0.0.1)")
     serve.add_argument("pool", metavar="POOL_DIR")
     serve.add_argument("--host", default="127.0.0.1")

@@ -12,14 +12,12 @@ server answers CAPACITY_REACHED and *lost* when it fails any other way; with
 from __future__ import annotations
 
 import asyncio
-import json
 import multiprocessing
 import os
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from env.files import DATA_ROOT
@@ -133,40 +131,3 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{summary['steps']} steps, p50 {seconds(summary['p50_step_s'])}, p99 {seconds(summary['p99_step_s'])}, "
             f"{summary['renders_per_s']:.2f} renders/s over {summary['wall_s']:.0f} s; "
             f"infrastructure failures {summary['infrastructure_failures']}")
-
-
-def cmd_bench_serve(args) -> int:
-    reply = Path(args.sketch).read_text(encoding="utf-8")
-    process = None
-    url = args.url
-    try:
-        if url is None:
-            process, url = start_server(max(args.max_sessions or args.sessions, 1), args.backend, args.pool_size,
-                                        args.token)
-        summary = run_load(url, args.sessions, args.turns, args.processes, reply, args.token)
-    finally:
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
-    for error in summary["errors"]:
-        print(f"  error: {error}", file=sys.stderr)
-    return 0 if summary["lost"] == 0 and summary["refused"] == 0 else 1
-
-
-def add_parser(bench_sub) -> None:
-    serve = bench_sub.add_parser("serve", help="many concurrent WebSocket sessions against the env server")
-    serve.add_argument("--url", default=None, help="an env server to load (default: start one on a free port)")
-    serve.add_argument("--sessions", type=int, default=64)
-    serve.add_argument("--turns", type=int, default=3)
-    serve.add_argument("--processes", type=int, default=4, help="client processes")
-    serve.add_argument("--max-sessions", type=int, default=None, help="for the started server (default: --sessions)")
-    serve.add_argument("--backend", default=None, help="for the started server")
-    serve.add_argument("--pool-size", type=int, default=None, help="browsers of the started server")
-    serve.add_argument("--sketch", default=str(DEFAULT_SKETCH), help="the reply every step sends")
-    serve.add_argument("--token", default=None, help="bearer token (also given to the started server)")
-    serve.add_argument("--json", action="store_true")
-    serve.set_defaults(func=cmd_bench_serve)

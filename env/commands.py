@@ -122,6 +122,32 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_bench_serve(args) -> int:
+    import subprocess
+
+    from env.bench_serve import format_summary, run_load, start_server
+
+    reply = Path(args.sketch).read_text(encoding="utf-8")
+    process = None
+    url = args.url
+    try:
+        if url is None:
+            process, url = start_server(max(args.max_sessions or args.sessions, 1), args.backend, args.pool_size,
+                                        args.token)
+        summary = run_load(url, args.sessions, args.turns, args.processes, reply, args.token)
+    finally:
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    for error in summary["errors"]:
+        print(f"  error: {error}", file=sys.stderr)
+    return 0 if summary["lost"] == 0 and summary["refused"] == 0 else 1
+
+
 def add_parsers(sub):
     """`render`, `serve` and `bench` (parsers only: nothing here starts a browser). Returns the
     `bench` subcommands, so the folders above add their own benchmarks (`bench learn`)."""
@@ -157,9 +183,20 @@ def add_parsers(sub):
     bench_render.add_argument("--repeats", type=int, default=1)
     bench_render.add_argument("--deadline", type=float, default=180.0)
     bench_render.set_defaults(func=cmd_bench_render)
-    from env.bench_serve import add_parser as add_bench_serve_parser
+    from env.bench_serve import DEFAULT_SKETCH
 
-    add_bench_serve_parser(bench_sub)
+    serve = bench_sub.add_parser("serve", help="many concurrent WebSocket sessions against the env server")
+    serve.add_argument("--url", default=None, help="an env server to load (default: start one on a free port)")
+    serve.add_argument("--sessions", type=int, default=64)
+    serve.add_argument("--turns", type=int, default=3)
+    serve.add_argument("--processes", type=int, default=4, help="client processes")
+    serve.add_argument("--max-sessions", type=int, default=None, help="for the started server (default: --sessions)")
+    serve.add_argument("--backend", default=None, help="for the started server")
+    serve.add_argument("--pool-size", type=int, default=None, help="browsers of the started server")
+    serve.add_argument("--sketch", default=str(DEFAULT_SKETCH), help="the reply every step sends")
+    serve.add_argument("--token", default=None, help="bearer token (also given to the started server)")
+    serve.add_argument("--json", action="store_true")
+    serve.set_defaults(func=cmd_bench_serve)
     return bench_sub
 
 

@@ -67,9 +67,34 @@ def cmd_score(args) -> int:
 
 
 def cmd_hps_serve(args) -> int:
-    from rewards.hps_server import main
+    """Parses its own options (`--help` included): the HPSv3 server's settings."""
+    import argparse
+    import logging
+    import os
 
-    main(args.argv)
+    from rewards.hps_server import DEFAULT_MAX_IMAGES, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PORT, TOKEN_ENV, serve_hps
+
+    parser = argparse.ArgumentParser(prog="watercolour hps-serve", description="Serve HPSv3 scores over HTTP.")
+    parser.add_argument("--checkpoint", required=True, help="HPSv3.safetensors (or its directory)")
+    parser.add_argument("--base-model", required=True, help="Qwen2-VL-7B-Instruct config + processor directory")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--position-mode", default="1d", choices=["1d", "mrope"])
+    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    parser.add_argument("--max-images", type=int, default=DEFAULT_MAX_IMAGES)
+    options = parser.parse_args(args.argv)
+    logging.basicConfig(level=logging.INFO)
+    from rewards.hpsv3 import HPSv3Config
+
+    config = HPSv3Config(checkpoint_path=options.checkpoint, base_model_path=options.base_model,
+                         device=options.device, dtype=options.dtype, batch_size=options.batch_size,
+                         position_mode=options.position_mode)
+    # The token comes from the environment so it never shows in `ps` output.
+    serve_hps(host=options.host, port=options.port, config=config, token=os.environ.get(TOKEN_ENV) or None,
+              max_request_bytes=options.max_request_bytes, max_images=options.max_images)
     return 0
 
 
@@ -90,7 +115,7 @@ def add_parsers(sub) -> None:
     score.add_argument("--json", action="store_true")
     score.set_defaults(func=cmd_score)
 
-    # hps-serve parses its own options (rewards/hps_server.py), `--help` included.
+    # hps-serve parses its own options (cmd_hps_serve), `--help` included.
     hps = sub.add_parser("hps-serve", add_help=False,
                          help="serve HPSv3 scores over HTTP (options: see `watercolour hps-serve --help`)")
     hps.set_defaults(func=cmd_hps_serve, own_options=True)

@@ -12,12 +12,10 @@ A non-finite model output is ``null`` for that image. Binds 127.0.0.1 unless tol
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import logging
 import math
-import os
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
@@ -143,43 +141,4 @@ def serve_hps(
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="watercolour hps-serve", description="Serve HPSv3 scores over HTTP.")
-    parser.add_argument("--checkpoint", required=True, help="HPSv3.safetensors (or its directory)")
-    parser.add_argument("--base-model", required=True, help="Qwen2-VL-7B-Instruct config + processor directory")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--position-mode", default="1d", choices=["1d", "mrope"])
-    parser.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
-    parser.add_argument("--max-images", type=int, default=DEFAULT_MAX_IMAGES)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    from rewards.hpsv3 import HPSv3Config
-
-    config = HPSv3Config(
-        checkpoint_path=args.checkpoint,
-        base_model_path=args.base_model,
-        device=args.device,
-        dtype=args.dtype,
-        batch_size=args.batch_size,
-        position_mode=args.position_mode,
-    )
-    # The token comes from the environment so it never shows in `ps` output.
-    serve_hps(
-        host=args.host,
-        port=args.port,
-        config=config,
-        token=os.environ.get(TOKEN_ENV) or None,
-        max_request_bytes=args.max_request_bytes,
-        max_images=args.max_images,
-    )
-
-
-if __name__ == "__main__":
-    main()
-
-
-__all__ = ["ScoreRequest", "create_hps_app", "serve_hps", "main", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES"]
+__all__ = ["ScoreRequest", "create_hps_app", "serve_hps", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES", "TOKEN_ENV"]
