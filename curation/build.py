@@ -3,7 +3,7 @@
 Candidates come from a folder of sketches (or raw model replies), a training run's episodes,
 a local policy (HF generate) or an OpenAI-compatible endpoint; the last two are one-turn
 episodes of the project's episode runner (``multiturn_trainer.rollout``), the policies those
-of ``agent.policies``. Sketches are rendered and
+of ``agent.policies``, recorded as run directories in ``POOL/runs/``. Sketches are rendered and
 gated with the project's renderer; those that pass are staged in the pool with tier
 ``candidate`` (their coverage and, with ``--hps-url``, their HPSv3 score alongside), ready for
 `watercolour pool serve`. Duplicate paintings (same PNG bytes) are staged once.
@@ -22,6 +22,9 @@ from env.errors import UsageError
 from rewards.pool import CANDIDATE, locked_pool
 
 SKETCH_SUFFIXES = (".js", ".txt", ".md")
+# Where a build's generated episodes are recorded, inside the pool folder (the manifest lists the
+# paintings; the folder keeps what made them).
+RUNS = "runs"
 
 
 @dataclass
@@ -90,7 +93,7 @@ def from_run(run_dir: Path, subject: str | None) -> list[Candidate]:
 
 
 def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tokens: int, temperature: float,
-                backend: str | None = None, deadline_s: float = 90.0) -> list[Candidate]:
+                runs_dir: Path, backend: str | None = None, deadline_s: float = 90.0) -> list[Candidate]:
     """Fresh turn-1 sketches from a local model (the same prompt the trainer uses)."""
     from agent.policies import LocalModelPolicy
     from multiturn_trainer.tiny_model import load_pretrained
@@ -99,42 +102,58 @@ def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tok
     model.eval()
     policy = LocalModelPolicy(model, processor, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     return generated(policy, subject, count, seed, f"policy {model_dir}", slug(Path(model_dir).name, 20),
+                     runs_dir, dict(model=model_dir, max_completion_length=max_new_tokens, temperature=temperature),
                      backend, deadline_s)
 
 
 def from_endpoint(url: str, model: str, subject: str, count: int, seed: int, max_tokens: int,
-                  temperature: float, token: str | None = None, backend: str | None = None,
+                  temperature: float, runs_dir: Path, token: str | None = None, backend: str | None = None,
                   deadline_s: float = 90.0) -> list[Candidate]:
     """Fresh sketches from an OpenAI-compatible chat-completions server (token: the argument,
     else $WATERCOLOUR_ENDPOINT_TOKEN or $OPENAI_API_KEY)."""
     from agent.policies import EndpointPolicy
 
     policy = EndpointPolicy(url, model, max_tokens=max_tokens, temperature=temperature, token=token, seed=seed)
-    return generated(policy, subject, count, seed, f"endpoint {model}", slug(model, 20), backend, deadline_s)
+    return generated(policy, subject, count, seed, f"endpoint {model}", slug(model, 20), runs_dir,
+                     dict(model=f"{model} at {url}", max_completion_length=max_tokens, temperature=temperature),
+                     backend, deadline_s)
 
 
-def generated(policy, subject: str, count: int, seed: int, generator: str, tag: str, backend: str | None,
-              deadline_s: float) -> list[Candidate]:
+def generated(policy, subject: str, count: int, seed: int, generator: str, tag: str, runs_dir: Path,
+              settings: dict[str, Any], backend: str | None, deadline_s: float) -> list[Candidate]:
     """``count`` one-turn episodes of ``policy`` through the episode runner (render seeds
-    seed, seed+1, ...). Their paintings are gated already; a failed one keeps its reasons."""
+    seed, seed+1, ...), recorded as a run directory under ``runs_dir`` like any other run's
+    (`watercolour replay` reads and re-renders it), so every candidate's ``origin`` names its
+    episode. Their paintings are gated already; a failed one keeps its reasons."""
     from agent.messages import first_turn_messages
+    from multiturn_trainer.config import TrainConfig
     from multiturn_trainer.env_backends import InProcessEnvironments
-    from multiturn_trainer.rollout import EpisodeRunner
+    from multiturn_trainer.rollout import EpisodeRunner, run_into_store
+    from multiturn_trainer.store import RunStore
 
+    run_dir = runs_dir / f"{tag}-s{seed}"
+    while run_dir.exists():  # a second build with the same source and seed: its own run directory
+        run_dir = run_dir.with_name(run_dir.name + "_")
+    config = TrainConfig(turns=1, subjects=[subject], seed=seed, render_backend=backend, render_deadline_s=deadline_s,
+                         output_dir=str(run_dir), report_to="none", **settings)
+    store = RunStore(run_dir, config.name)
+    store.write_config(config.to_yaml())
     rows = [{"prompt": first_turn_messages(subject), "subject": subject, "seed": seed + i} for i in range(count)]
     environments = InProcessEnvironments(deadline_s=deadline_s, **({"backend": backend} if backend else {}))
     try:
-        batch = EpisodeRunner(None, environments, turns=1).run(policy, rows)
+        batch, records = run_into_store(EpisodeRunner(None, environments, turns=1), policy, rows,
+                                        [(1, 0, i) for i in range(count)], store, config.name, None)
     finally:
         environments.close()
     found = []
-    for i, episode in enumerate(batch.episodes):
+    for i, (episode, record) in enumerate(zip(batch.episodes, records)):
         [observation] = episode.observations
         passed = observation.passed and observation.png is not None
         found.append(Candidate(
             name=f"{slug(subject)}-{tag}-{seed + i}", subject=subject, code=observation.code or episode.replies[0],
             generator=generator, seed=seed + i, png=observation.png if passed else None,
             paint_fraction=observation.paint_fraction if passed else None,
+            extra={"origin": f"{run_dir}:{record['episode_id']}:t1"},
             gate_failed=None if passed else list(observation.violations) or ["no_painting"],
         ))
     return found
@@ -206,10 +225,11 @@ def build(args) -> BuildReport:
             from_folder(source, args.subject, args.seed)
     elif args.policy:
         found = from_policy(args.policy, args.subject, args.count, args.seed, args.max_tokens, args.temperature,
-                            args.backend, args.deadline)
+                            pool_dir / RUNS, args.backend, args.deadline)
     else:
         found = from_endpoint(args.endpoint, args.endpoint_model, args.subject, args.count, args.seed,
-                              args.max_tokens, args.temperature, args.token, args.backend, args.deadline)
+                              args.max_tokens, args.temperature, pool_dir / RUNS, args.token, args.backend,
+                              args.deadline)
     report = BuildReport()
     passed = render_candidates(found, report, args.backend, args.deadline)
     if args.hps_url and passed:

@@ -16,6 +16,7 @@ from fake_openai_server import FakeOpenAIServer, FakeReply
 from rewards.pool import CANDIDATE, ReferencePool
 from curation.app import create_pool_app
 from curation.build import build
+from watercolour.cli import main
 from env.errors import UsageError
 
 COLOURS = ["#d6362b", "#2b6cb0", "#e3a72f", "#3f8f4e", "#7c3aed"]
@@ -71,6 +72,12 @@ def test_build_from_an_openai_compatible_endpoint(tmp_path):
     assert len(asked) == 2 and asked[0].model == "painter" and "two circles" in asked[0].text
     # Same reply, same seed-independent painting? No: each request has its own render seed.
     assert len(report.staged) + report.duplicates == 2 and len(report.staged) >= 1
+    # The episodes are a run directory in the pool folder, replayable like a training run's, and
+    # each candidate names its episode.
+    [run_dir] = (tmp_path / "pool" / "runs").iterdir()
+    for entry in ReferencePool.load(tmp_path / "pool").entries():
+        assert entry.extra["origin"].startswith(f"{run_dir}:1-0-")
+    assert main(["replay", str(run_dir), "--verify"]) == 0
     with pytest.raises(UsageError, match="exactly one of"):
         build(build_args(tmp_path / "pool", endpoint=server.base_url, source=str(tmp_path)))
 
