@@ -142,7 +142,7 @@ def generated(policy, subject: str, count: int, seed: int, generator: str, tag: 
     environments = InProcessEnvironments(deadline_s=deadline_s, **({"backend": backend} if backend else {}))
     try:
         batch, records = run_into_store(EpisodeRunner(None, environments, turns=1), policy, rows,
-                                        [(1, 0, i) for i in range(count)], store, config.name, None)
+                                        [(1, 0, i) for i in range(count)], store)
     finally:
         environments.close()
     found = []

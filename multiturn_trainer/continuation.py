@@ -47,8 +47,8 @@ def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, 
             rows = [episode_row(recorded, e["subject"], int(e["seed"])) for e in chosen]
             replies = [[t["reply"] for t in e["turns"][:from_turn - 1]] for e in chosen]
             _, records = run_into_store(
-                runner, policy, rows, [(e["step"], e["group"], e["index"]) for e in chosen], store, config.name,
-                scorer.mix, recorded_replies=replies,
+                runner, policy, rows, [(e["step"], e["group"], e["index"]) for e in chosen], store,
+                recorded_replies=replies,
                 extra=lambda i, _, chosen=chosen: {"continued_from": {
                     "run": str(run_dir), "episode_id": chosen[i]["episode_id"], "turn": from_turn,
                     "policy": str(checkpoint), "recorded_reward": chosen[i]["reward"]}})

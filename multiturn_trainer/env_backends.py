@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from env.contract import SketchContract
 from env.core import SketchEvaluator
 from env.portal import Portal
-# One record of a turn for every path (env.turn); re-exported here for the rollout.
 from env.turn import TurnObservation, infrastructure_outcome, turn_observation
 
 
@@ -148,7 +147,7 @@ class RemoteEnvironments:
         return self._portal.call(self._step_all(replies, turn))
 
     async def _step_all(self, replies: list[str], turn: int) -> list[TurnObservation]:
-        from env.client import infrastructure_failed, png_bytes
+        from env.client import turn_from_wire
 
         async def one(index: int, reply: str) -> TurnObservation:
             for attempt in range(2):  # the session as it is, then once more after reopening it
@@ -167,17 +166,7 @@ class RemoteEnvironments:
                         self._broken[index] = f"step failed after reconnecting: {exc}"
                     break
                 self._episodes[index]["replies"].append(reply)
-                o = result.observation
-                # The server built this from env.turn.turn_observation; its wire form back into the record.
-                return TurnObservation(
-                    turn=turn, turns_left=o.turns_left, code=o.metadata.get("code"), png=png_bytes(o),
-                    passed=o.passed, violations=list(o.violations), errors=list(o.errors),
-                    paint_fraction=o.paint_fraction, render_ms=o.render_ms, feedback=o.feedback,
-                    infrastructure_failed=infrastructure_failed(o),
-                    infrastructure_error=o.metadata.get("infrastructure_error"),
-                    rendered=bool(o.metadata.get("rendered")), details=list(o.metadata.get("details") or []),
-                    stats=dict(o.metadata.get("stats") or {}),
-                )
+                return turn_from_wire(result.observation)
             lost = infrastructure_outcome(self._broken[index] or "no session")
             return turn_observation(lost, turn, self._turns)
 

@@ -78,7 +78,7 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
                 chosen = places[start:start + batch_size]
                 rows = [episode_row(arm_config, *slots[slot]) for slot, _ in chosen]
                 batch, written = run_into_store(
-                    runner, policy, rows, [(step, slot, j) for slot, j in chosen], store, config.name, scorer.mix,
+                    runner, policy, rows, [(step, slot, j) for slot, j in chosen], store,
                     extra=lambda i, episode, arm=arm, chosen=chosen: {
                         "arm": arm, "slot": chosen[i][0], "sample": chosen[i][1], "policy_error": episode.policy_error},
                     scored_turns=every_turn)

@@ -154,8 +154,7 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # them globally so episode ids stay unique across the run directory.
         group_offset = self.accelerator.process_index * (len(rows) // generations)
         places = [(step, i // generations + group_offset, i % generations) for i in range(len(rows))]
-        batch, self._episode_records = run_into_store(self.runner, TrainerPolicy(self), rows, places, self.store,
-                                                      self.run_config.name, self.scorer.mix)
+        batch, self._episode_records = run_into_store(self.runner, TrainerPolicy(self), rows, places, self.store)
         self._episode_batch = batch
         tokens = [episode.tokens for episode in batch.episodes]
         logps = [episode.sampling_logps for episode in batch.episodes]

@@ -127,8 +127,8 @@ class EpisodeRunner:
         keys, paintings = [], []
         for episode in episodes:
             episode.turn_scores = {turn: None for turn in wanted}
+            seen = episode.observations
             for turn in wanted:
-                seen = episode.observations
                 if turn > len(seen) or seen[turn - 1].infrastructure_failed:
                     continue
                 observation = seen[turn - 1]
@@ -241,10 +241,10 @@ class _MessageEpisodes:
                               for conversation, text, observation in zip(self.conversations, texts, observations)]
 
 
-def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], store, run_name: str,
-                    mix) -> list[EpisodeRecord]:
-    """The episodes.jsonl lines of a batch; ``places``: (step, group, index) of each episode.
-    Saves the paintings into the run directory on the way."""
+def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], store, mix) -> list[EpisodeRecord]:
+    """The episodes.jsonl lines of a batch; ``places``: (step, group, index) of each episode;
+    ``mix``: the reward mix that scored it (None: unscored). Saves the paintings into the run
+    directory (``store``, a RunStore) on the way."""
     records = []
     for episode, (step, group, index) in zip(batch.episodes, places):
         turns: list[TurnRecord] = []
@@ -270,7 +270,7 @@ def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], sto
         rewarded = episode.rewarded_turn
         final = episode.turn_scores.get(rewarded) if rewarded else None
         records.append(EpisodeRecord(
-            run=run_name,
+            run=store.run,
             episode_id=f"{step}-{group}-{index}",
             step=step,
             group=group,
@@ -290,14 +290,14 @@ def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], sto
 
 
 def run_into_store(runner: EpisodeRunner, policy, rows: list[dict[str, Any]], places: list[tuple[int, int, int]],
-                   store, run_name: str, mix, extra: Callable[[int, Episode], dict[str, Any]] | None = None,
+                   store, extra: Callable[[int, Episode], dict[str, Any]] | None = None,
                    **run_options) -> tuple[EpisodeBatch, list[EpisodeRecord]]:
-    """Run one batch and append its records to the run directory: training, eval and
-    ``--continue-from`` all go through here. ``extra(i, episode)``: fields added to episode i's
-    record (eval's arm, slot and policy error; a continuation's origin); ``run_options`` go to
-    ``runner.run``."""
+    """Run one batch and append its records to the run directory (``store``, whose run name they
+    carry): training, eval, ``--continue-from`` and pool build all go through here. The records
+    name the runner's reward mix. ``extra(i, episode)``: fields added to episode i's record
+    (eval's arm, slot and policy error; a continuation's origin); ``run_options`` go to ``runner.run``."""
     batch = runner.run(policy, rows, **run_options)
-    records = episode_records(batch, places, store, run_name, mix)
+    records = episode_records(batch, places, store, runner.scorer.mix if runner.scorer is not None else None)
     if extra is not None:
         for i, (record, episode) in enumerate(zip(records, batch.episodes)):
             record.update(extra(i, episode))

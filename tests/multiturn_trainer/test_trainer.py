@@ -21,7 +21,7 @@ from PIL import Image
 from env.errors import UsageError
 from helpers import ROOT, SMALL_SKETCH, running_server, tiny_config
 from env.bench_serve import free_port
-from env.client import png_bytes
+from env.client import png_bytes, turn_from_wire
 from env.contract import SketchContract
 from env.core import SketchOutcome
 from env.environment import WatercolourEnvironment
@@ -639,6 +639,7 @@ def test_environment_server_and_in_process_paths_report_a_turn_alike(result):
         [record] = environments.step(["anything"], turn)
         assert record == turn_observation(result, turn, 3, SketchContract())
         assert png_bytes(wire) == record.png
+        assert turn_from_wire(wire) == record  # the remote backend's way back from the wire
         assert (wire.turn, wire.turns_left, wire.feedback, wire.passed, wire.violations, wire.errors,
                 wire.paint_fraction, wire.render_ms) == (
                     record.turn, record.turns_left, record.feedback, record.passed, record.violations, record.errors,
