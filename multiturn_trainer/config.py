@@ -61,6 +61,12 @@ class TrainConfig:
         "K: the policy writes K sketches, seeing its own painting before each revision. 1 = single-turn baseline.")})
     reward_turn: str = field(default="last", metadata={"help": (
         '"last" rewards the final painting; "best" the best-scoring turn (scores every turn).')})
+    credit: str = field(default="episode", metadata={"help": (
+        '"episode": every turn\'s tokens share the episode\'s advantage (its reward against its group\'s). '
+        '"reward_to_go": turn k\'s tokens are credited with the reward earned after turn k-1\'s painting (final '
+        'minus turn k-1\'s reward; turn 1: the final reward), each turn against its group. The same objective, '
+        'the final reward; a revision is judged against the painting it started from, not against how its first '
+        'turn went. Scores every turn; needs reward_turn last.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
     prompts_per_step: int = field(default=1, metadata={"help": (
@@ -192,6 +198,10 @@ class TrainConfig:
             raise ValueError(f"turns must be >= 1, got {self.turns}")
         if self.reward_turn not in ("last", "best"):
             raise ValueError(f"reward_turn must be 'last' or 'best', got {self.reward_turn!r}")
+        if self.credit not in ("episode", "reward_to_go"):
+            raise ValueError(f"credit must be 'episode' or 'reward_to_go', got {self.credit!r}")
+        if self.credit == "reward_to_go" and self.reward_turn != "last":
+            raise ValueError("credit reward_to_go telescopes to the final painting's reward: it needs reward_turn last")
         if self.num_generations < 2:
             raise ValueError("num_generations must be >= 2: GRPO compares episodes within a group")
         if not self.subjects:
@@ -228,9 +238,11 @@ class TrainConfig:
         return self.prompts_per_step * self.num_generations
 
     def scored_turns(self) -> list[int]:
-        """The turns whose paintings are scored: all of them when the best is rewarded, else the
-        first and the last (the turn-gain metric needs turn 1)."""
-        return list(range(1, self.turns + 1)) if self.reward_turn == "best" else sorted({1, self.turns})
+        """The turns whose paintings are scored: all of them when the best is rewarded or each turn
+        is credited with its reward to go, else the first and the last (the turn-gain metric needs turn 1)."""
+        if self.reward_turn == "best" or self.credit == "reward_to_go":
+            return list(range(1, self.turns + 1))
+        return sorted({1, self.turns})
 
     def episode_reward(self, turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
         """(reward, the turn it came from) of one episode, given its scored turns' totals."""

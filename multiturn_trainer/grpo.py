@@ -9,6 +9,8 @@ How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another ve
   episode gets the next user turn (its own painting + the environment's feedback) as
   environment tokens (``env_mask`` 0, not trained). TRL logs lengths, computes group
   advantages and drops ``None`` rewards from the group baseline.
+* With ``credit: reward_to_go`` the advantages become per token (TRL 1.16's loss takes a
+  (B, T) tensor): turn k's tokens carry its reward to go (``reward_to_go_advantages``).
 * TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
   adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
   pass, and recomputes old/reference log-probs with them when TRL needed those.
@@ -28,9 +30,9 @@ from trl import GRPOTrainer
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import loss_image_inputs
-from multiturn_trainer.rollout import EpisodeBatch, EpisodeRunner, run_into_store
+from multiturn_trainer.rollout import Episode, EpisodeBatch, EpisodeRunner, run_into_store
 from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, mean, turn_gains, turn_statistics
-from rewards.mixer import COMPONENTS, RewardScorer
+from rewards.mixer import COMPONENTS, RewardScorer, ScoreResult
 
 TRL_PIN = "1.16.0"
 # The private TRL members this module relies on; the pin test checks they still exist.
@@ -174,6 +176,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         if batch is None or len(batch.episodes) != output["completion_ids"].size(0):
             raise RuntimeError("the episode batch does not match TRL's generation batch")
         self._drop_unscored(output, batch)
+        if self.run_config.credit == "reward_to_go":
+            advantages = output["advantages"]
+            output["advantages"] = reward_to_go_advantages(
+                batch.episodes, self.run_config.num_generations, output["completion_ids"].size(1),
+                self.args.scale_rewards).to(device=advantages.device, dtype=advantages.dtype)
         self._attach_images(output, batch)
         self._record(batch)
         self.last_episode_batch = batch  # kept for inspection (tests, debugging)
@@ -328,6 +335,68 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             kept = sorted((p for p in root.iterdir() if p.name.startswith("step-")), key=checkpoint_step)
             for old in kept[:-limit]:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def turn_of_each_token(env_mask: list[int]) -> list[int]:
+    """1-based turn of every completion token; environment tokens 0. A turn's tokens are the
+    policy tokens (mask 1) after that many environment turns (runs of mask 0)."""
+    turns, turn, in_environment = [], 1, False
+    for value in env_mask:
+        if value:
+            if in_environment:
+                turn, in_environment = turn + 1, False
+            turns.append(turn)
+        else:
+            in_environment = True
+            turns.append(0)
+    return turns
+
+
+def reward_to_go_advantages(episodes: list[Episode], generations: int, width: int, scale: str) -> torch.Tensor:
+    """Per-token advantages (B, width) for ``credit: reward_to_go``.
+
+    The episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... : what turn k can
+    still change is r_K - r_{k-1} (r_0 = 0), and r_{k-1} is fixed by the painting turn k starts
+    from, so subtracting it leaves the policy gradient of r_K unbiased while a revision stops
+    inheriting the luck of the turns before it. Each turn's reward to go is centred on its
+    group's mean for that turn (``scale`` as TRL's ``scale_rewards``: group, batch or none).
+    Zero: environment tokens, padding, a dropped episode (reward None), and a turn whose previous
+    painting has no score (an infrastructure failure).
+    """
+    turns = max((len(e.observations) for e in episodes), default=0)
+    to_go = torch.full((len(episodes), max(turns, 1)), float("nan"), dtype=torch.float64)
+    for i, episode in enumerate(episodes):
+        if episode.reward is None:
+            continue
+        for k in range(1, len(episode.observations) + 1):
+            previous = episode.turn_scores.get(k - 1) if k > 1 else ScoreResult(total=0.0, components={})
+            if previous is not None and previous.total is not None:
+                to_go[i, k - 1] = episode.reward - previous.total
+    grouped = to_go.view(-1, generations, to_go.size(1))
+    centred = (grouped - grouped.nanmean(dim=1, keepdim=True)).view_as(to_go)
+    if scale == "group":
+        centred = centred / (_nanstd(grouped, dim=1).repeat_interleave(generations, dim=0) + 1e-4)
+    elif scale == "batch":
+        centred = centred / (_nanstd(to_go, dim=0).unsqueeze(0) + 1e-4)
+    elif scale != "none":
+        raise ValueError(f"scale_rewards must be group, batch or none, got {scale!r}")
+    centred = torch.nan_to_num(centred, nan=0.0)
+    advantages = torch.zeros(len(episodes), width, dtype=torch.float32)
+    for i, episode in enumerate(episodes):
+        mask = episode.tokens.env_mask if episode.tokens is not None else []
+        for j, turn in enumerate(turn_of_each_token(mask)[:width]):
+            if turn:
+                advantages[i, j] = float(centred[i, turn - 1])
+    return advantages
+
+
+def _nanstd(values: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sample standard deviation over ``dim`` ignoring NaN (0 where fewer than two values)."""
+    present = ~torch.isnan(values)
+    count = present.sum(dim=dim, keepdim=True)
+    mean = values.nanmean(dim=dim, keepdim=True)
+    squares = torch.where(present, (values - mean) ** 2, torch.zeros_like(values)).sum(dim=dim, keepdim=True)
+    return torch.where(count > 1, (squares / (count - 1).clamp(min=1)).sqrt(), torch.zeros_like(mean)).squeeze(dim)
 
 
 def importance_sampling_ratio(old_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,

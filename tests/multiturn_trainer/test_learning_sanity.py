@@ -190,3 +190,79 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
             checked_env += int((~mask).sum())
             checked_policy += int((row_grad[mask] != 0).sum())
     assert checked_env > 0 and checked_policy > 0
+
+
+def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrained_policy, environments, tmp_path):
+    """``credit: reward_to_go``: turn 1's tokens carry the final reward against its group, turn 2's
+    the final minus turn 1's reward against its group; the loss (micro-batched as a preset
+    would) receives those per-token advantages."""
+    config = sanity_config(untrained_policy, tmp_path / "to-go", turns=2, num_generations=4, prompts_per_step=2,
+                           steps=1, credit="reward_to_go", micro_batch_size=2)
+    assert config.scored_turns() == [1, 2]
+    produced, received = [], []
+
+    def capture(trainer):
+        original, compute_loss = trainer._generate_and_score_completions, trainer.compute_loss
+
+        def wrapped(inputs):
+            output = original(inputs)
+            produced.append(output["advantages"].detach().clone())
+            return output
+
+        def loss(model, inputs, *args, **kwargs):
+            received.append(inputs["advantages"].detach().clone())
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        trainer._generate_and_score_completions = wrapped
+        trainer.compute_loss = loss
+
+    trainer, _ = run_training(config, environments, FeatureReward(+1), before_train=capture)
+    [advantages] = produced
+    episodes = trainer.last_episode_batch.episodes
+    assert advantages.shape == (8, advantages.size(1)) and advantages.dim() == 2
+    assert len(received) == 4 and all(a.shape == (2, advantages.size(1)) for a in received)
+    assert sorted(map(tuple, torch.cat(received).tolist())) == sorted(map(tuple, advantages.tolist()))
+    for group in (episodes[:4], episodes[4:]):
+        finals = [e.reward for e in group]
+        gains = [e.reward - e.turn_scores[1].total for e in group]
+        assert len(set(gains)) > 1, "the test reward must vary the turn gain within a group"
+        for episode, final, gain in zip(group, finals, gains):
+            row = advantages[episodes.index(episode)]
+            mask = episode.tokens.env_mask
+            environment_seen = False
+            for j, value in enumerate(mask):
+                environment_seen = environment_seen or not value
+                if not value:
+                    assert row[j] == 0
+                    continue
+                expected = (gain - sum(gains) / 4) if environment_seen else (final - sum(finals) / 4)
+                assert float(row[j]) == pytest.approx(expected, abs=1e-6)
+            assert torch.all(row[len(mask):] == 0)
+
+
+def test_reward_to_go_leaves_out_what_has_no_score():
+    """A dropped episode (reward None) and a turn whose previous painting has no score (an
+    infrastructure failure) get no credit, and stay out of their group's mean."""
+    from multiturn_trainer.episodes import EpisodeTokens
+    from multiturn_trainer.grpo import reward_to_go_advantages, turn_of_each_token
+    from multiturn_trainer.rollout import Episode
+
+    assert turn_of_each_token([1, 1, 0, 0, 1, 1, 1, 0, 1]) == [1, 1, 0, 0, 2, 2, 2, 0, 3]
+
+    def episode(first, final):
+        mask = [1, 1, 0, 0, 1, 1]
+        made = Episode(row={}, observations=[None, None], reward=final,
+                       tokens=EpisodeTokens(prompt_ids=[], completion_ids=[0] * len(mask), env_mask=mask))
+        made.turn_scores = {1: None if first is None else ScoreResult(total=first, components={}),
+                            2: None if final is None else ScoreResult(total=final, components={})}
+        return made
+
+    group = [episode(0.0, 0.6), episode(0.6, 0.6), episode(0.6, 0.0), episode(None, 0.6), episode(0.6, None)]
+    advantages = reward_to_go_advantages(group * 2, 5, 8, "none")[:5]
+    assert advantages.shape == (5, 8)
+    turn_1 = [0.15, 0.15, -0.45, 0.15, 0.0]  # final minus the mean final of the four scored
+    turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0]  # final minus turn 1, over the three with both
+    for row, first, second in zip(advantages.tolist(), turn_1, turn_2):
+        assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
+    scaled = reward_to_go_advantages(group, 5, 8, "group")
+    assert scaled[0, 4] == pytest.approx(0.6 / (0.6 + 1e-4), rel=1e-4)  # turn-2 gains' std is 0.6
