@@ -106,7 +106,7 @@ def load_source(path: Path) -> dict[str, Any]:
     path = Path(path)
     if (path / "eval.json").is_file():
         report = json.loads((path / "eval.json").read_text())
-        return {"kind": "eval", "path": path, "label": f"{path.name} ({report.get('policy', 'eval')})",
+        return {"kind": "eval", "path": path, "name": path.name, "label": f"({report.get('policy', 'eval')})",
                 "eval": report}
     if not (path / "episodes.jsonl").is_file():
         raise UsageError(f"{path} is neither a run directory (episodes.jsonl) nor an eval "
@@ -114,8 +114,11 @@ def load_source(path: Path) -> dict[str, Any]:
     config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").is_file() else {}
     store = RunStore(path, path.name)
     name = config.get("run_name") or path.name  # bench learn's arms are all called run/: their run_name differs
-    label = f"{name} (turns {config.get('turns', '?')}, {config.get('reward_preset', '?')})"
-    return {"kind": "run", "path": path, "label": label, "config": config, "episodes": store.read_episodes(),
+    credit = config.get("credit", "episode")
+    label = (f"(turns {config.get('turns', '?')}, {config.get('reward_preset', '?')}"
+             f"{'' if credit == 'episode' else ', credit ' + credit})")
+    return {"kind": "run", "path": path, "name": name, "label": label, "config": config,
+            "episodes": store.read_episodes(),
             "metrics": store.read_metrics()}
 
 
@@ -309,8 +312,31 @@ def write_html(path: Path, runs: list[dict[str, Any]], evals: list[dict[str, Any
     return path
 
 
+def name_apart(sources: list[dict[str, Any]]) -> None:
+    """Prefix each source's label with its name, widened to parent folders while two sources
+    would read the same (two demo runs are both called run/: seed-0/run and seed-1/run)."""
+    depth = {id(s): 1 for s in sources}
+
+    def shown(source):
+        parents = source["path"].resolve().parts[-depth[id(source)]:-1] if depth[id(source)] > 1 else ()
+        return "/".join((*parents, source["name"])) + " " + source["label"]
+
+    for _ in range(max((len(s["path"].resolve().parts) for s in sources), default=0)):
+        seen: dict[str, list] = {}
+        for source in sources:
+            seen.setdefault(shown(source), []).append(source)
+        clashing = [s for group in seen.values() if len(group) > 1 for s in group]
+        if not clashing:
+            break
+        for source in clashing:
+            depth[id(source)] += 1
+    for source in sources:
+        source["label"] = shown(source)
+
+
 def build_report(paths: list[Path], out: Path) -> dict[str, Any]:
     sources = [load_source(Path(p)) for p in paths]
+    name_apart(sources)
     runs = [s for s in sources if s["kind"] == "run"]
     evals = [s for s in sources if s["kind"] == "eval"]
     for run in runs:

@@ -114,3 +114,19 @@ def test_report_draws_runs_and_evals_side_by_side(tmp_path, capsys):
     assert "step 1" in page and "step 6" in page
     with pytest.raises(SystemExit, match="neither a run directory"):
         main(["report", str(tmp_path), "--out", str(out)])
+
+
+def test_report_tells_runs_of_the_same_name_apart(tmp_path, capsys):
+    """Two demo runs are both called run/: their labels widen to the folder above."""
+    seed_0 = write_run(tmp_path / "seed-0" / "run", 2, True)
+    seed_1 = write_run(tmp_path / "seed-1" / "run", 2, False, seed=1)
+    other = write_run(tmp_path / "other", 2, False, seed=2)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    (other / "config.yaml").write_text(yaml.safe_dump({**config, "credit": "reward_to_go"}))
+    out = tmp_path / "report"
+    assert main(["report", str(seed_0), str(seed_1), str(other), "--out", str(out)]) == 0
+    labels = [run["label"] for run in json.loads((out / "report.json").read_text())["runs"]]
+    assert labels == ["seed-0/run (turns 2, gate-led)", "seed-1/run (turns 2, gate-led)",
+                      "other (turns 2, gate-led, credit reward_to_go)"]
+    printed = capsys.readouterr().out
+    assert all(label in printed for label in labels)
