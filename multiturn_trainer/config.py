@@ -63,10 +63,9 @@ class TrainConfig:
         '"last" rewards the final painting; "best" the best-scoring turn (scores every turn).')})
     credit: str = field(default="episode", metadata={"help": (
         '"episode": every turn\'s tokens share the episode\'s advantage (its reward against its group\'s). '
-        '"reward_to_go": turn k\'s tokens are credited with the reward earned after turn k-1\'s painting (final '
-        'minus turn k-1\'s reward; turn 1: the final reward), each turn against its group. The same objective, '
-        'the final reward; a revision is judged against the painting it started from, not against how its first '
-        'turn went. Scores every turn; needs reward_turn last.')})
+        '"reward_to_go": a revision (turn k > 1) is credited with the final reward minus turn k-1\'s, what it '
+        'earned over the painting it started from; turn 1 with the final reward against its group\'s mean. The '
+        'same objective, the final reward, with a baseline per turn. Scores every turn; needs reward_turn last.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
     prompts_per_step: int = field(default=1, metadata={"help": (

@@ -356,12 +356,14 @@ def reward_to_go_advantages(episodes: list[Episode], generations: int, width: in
     """Per-token advantages (B, width) for ``credit: reward_to_go``.
 
     The episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... : what turn k can
-    still change is r_K - r_{k-1} (r_0 = 0), and r_{k-1} is fixed by the painting turn k starts
-    from, so subtracting it leaves the policy gradient of r_K unbiased while a revision stops
-    inheriting the luck of the turns before it. Each turn's reward to go is centred on its
-    group's mean for that turn (``scale`` as TRL's ``scale_rewards``: group, batch or none).
-    Zero: environment tokens, padding, a dropped episode (reward None), and a turn whose previous
-    painting has no score (an infrastructure failure).
+    still change is r_K - r_{k-1}, and r_{k-1} is fixed by the painting turn k starts from, so
+    subtracting it (a baseline that depends on turn k's state only) leaves the policy gradient of
+    r_K unbiased while a revision stops inheriting the luck of the turns before it. Turn 1 has no
+    painting to start from: its baseline is the group's mean final reward, as in GRPO. So a
+    revision that keeps its painting's reward earns 0, one that repairs a failure +, one that
+    breaks a pass -. ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides each
+    turn's values by their spread. Zero: environment tokens, padding, a dropped episode (reward
+    None), and a turn whose previous painting has no score (an infrastructure failure).
     """
     turns = max((len(e.observations) for e in episodes), default=0)
     to_go = torch.full((len(episodes), max(turns, 1)), float("nan"), dtype=torch.float64)
@@ -373,7 +375,9 @@ def reward_to_go_advantages(episodes: list[Episode], generations: int, width: in
             if previous is not None and previous.total is not None:
                 to_go[i, k - 1] = episode.reward - previous.total
     grouped = to_go.view(-1, generations, to_go.size(1))
-    centred = (grouped - grouped.nanmean(dim=1, keepdim=True)).view_as(to_go)
+    centred = to_go.clone()
+    first = grouped[:, :, 0]
+    centred[:, 0] = (first - first.nanmean(dim=1, keepdim=True)).reshape(-1)
     if scale == "group":
         centred = centred / (_nanstd(grouped, dim=1).repeat_interleave(generations, dim=0) + 1e-4)
     elif scale == "batch":

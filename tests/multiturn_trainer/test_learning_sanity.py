@@ -193,9 +193,9 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
 
 
 def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrained_policy, environments, tmp_path):
-    """``credit: reward_to_go``: turn 1's tokens carry the final reward against its group, turn 2's
-    the final minus turn 1's reward against its group; the loss (micro-batched as a preset
-    would) receives those per-token advantages."""
+    """``credit: reward_to_go``: turn 1's tokens carry the final reward against its group's mean,
+    turn 2's the final minus turn 1's reward; the loss (micro-batched as a preset would)
+    receives those per-token advantages."""
     config = sanity_config(untrained_policy, tmp_path / "to-go", turns=2, num_generations=4, prompts_per_step=2,
                            steps=1, credit="reward_to_go", micro_batch_size=2)
     assert config.scored_turns() == [1, 2]
@@ -235,7 +235,7 @@ def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrai
                 if not value:
                     assert row[j] == 0
                     continue
-                expected = (gain - sum(gains) / 4) if environment_seen else (final - sum(finals) / 4)
+                expected = gain if environment_seen else (final - sum(finals) / 4)
                 assert float(row[j]) == pytest.approx(expected, abs=1e-6)
             assert torch.all(row[len(mask):] == 0)
 
@@ -257,12 +257,14 @@ def test_reward_to_go_leaves_out_what_has_no_score():
                             2: None if final is None else ScoreResult(total=final, components={})}
         return made
 
-    group = [episode(0.0, 0.6), episode(0.6, 0.6), episode(0.6, 0.0), episode(None, 0.6), episode(0.6, None)]
-    advantages = reward_to_go_advantages(group * 2, 5, 8, "none")[:5]
-    assert advantages.shape == (5, 8)
-    turn_1 = [0.15, 0.15, -0.45, 0.15, 0.0]  # final minus the mean final of the four scored
-    turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0]  # final minus turn 1, over the three with both
+    group = [episode(0.0, 0.6), episode(0.6, 0.6), episode(0.6, 0.0), episode(None, 0.6), episode(0.6, None),
+             episode(0.5, 0.6)]
+    advantages = reward_to_go_advantages(group * 2, 6, 8, "none")[:6]
+    assert advantages.shape == (6, 8)
+    turn_1 = [0.12, 0.12, -0.48, 0.12, 0.0, 0.12]  # final minus the mean final of the five scored
+    turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0, 0.1]  # final minus turn 1: a repair, a keep, a break, ..., a gain
     for row, first, second in zip(advantages.tolist(), turn_1, turn_2):
         assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
-    scaled = reward_to_go_advantages(group, 5, 8, "group")
-    assert scaled[0, 4] == pytest.approx(0.6 / (0.6 + 1e-4), rel=1e-4)  # turn-2 gains' std is 0.6
+    scaled = reward_to_go_advantages(group, 6, 8, "group")
+    spread = torch.tensor([0.6, 0.0, -0.6, 0.1], dtype=torch.float64).std().item()
+    assert scaled[0, 4] == pytest.approx(0.6 / (spread + 1e-4), rel=1e-4)
