@@ -26,13 +26,14 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import nanstd
 
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import loss_image_inputs
 from multiturn_trainer.rollout import Episode, EpisodeBatch, EpisodeRunner, run_into_store
 from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, mean, turn_gains, turn_statistics
-from rewards.mixer import COMPONENTS, RewardScorer, ScoreResult
+from rewards.mixer import COMPONENTS, RewardScorer
 
 TRL_PIN = "1.16.0"
 # The private TRL members this module relies on; the pin test checks they still exist.
@@ -371,36 +372,32 @@ def reward_to_go_advantages(episodes: list[Episode], generations: int, width: in
         if episode.reward is None:
             continue
         for k in range(1, len(episode.observations) + 1):
-            previous = episode.turn_scores.get(k - 1) if k > 1 else ScoreResult(total=0.0, components={})
-            if previous is not None and previous.total is not None:
-                to_go[i, k - 1] = episode.reward - previous.total
+            previous = episode.turn_scores.get(k - 1)
+            before = 0.0 if k == 1 else None if previous is None else previous.total
+            if before is not None:
+                to_go[i, k - 1] = episode.reward - before
     grouped = to_go.view(-1, generations, to_go.size(1))
     centred = to_go.clone()
     first = grouped[:, :, 0]
     centred[:, 0] = (first - first.nanmean(dim=1, keepdim=True)).reshape(-1)
     if scale == "group":
-        centred = centred / (_nanstd(grouped, dim=1).repeat_interleave(generations, dim=0) + 1e-4)
+        centred = centred / (_spread(grouped, dim=1).repeat_interleave(generations, dim=0) + 1e-4)
     elif scale == "batch":
-        centred = centred / (_nanstd(to_go, dim=0).unsqueeze(0) + 1e-4)
+        centred = centred / (_spread(to_go, dim=0).unsqueeze(0) + 1e-4)
     elif scale != "none":
         raise ValueError(f"scale_rewards must be group, batch or none, got {scale!r}")
-    centred = torch.nan_to_num(centred, nan=0.0)
+    # Column 0 of each row is 0: environment tokens and padding (turn 0) read it.
+    per_turn = torch.nn.functional.pad(torch.nan_to_num(centred, nan=0.0).float(), (1, 0))
     advantages = torch.zeros(len(episodes), width, dtype=torch.float32)
     for i, episode in enumerate(episodes):
-        mask = episode.tokens.env_mask if episode.tokens is not None else []
-        for j, turn in enumerate(turn_of_each_token(mask)[:width]):
-            if turn:
-                advantages[i, j] = float(centred[i, turn - 1])
+        turn_ids = turn_of_each_token(episode.tokens.env_mask if episode.tokens is not None else [])[:width]
+        advantages[i, :len(turn_ids)] = per_turn[i, turn_ids]
     return advantages
 
 
-def _nanstd(values: torch.Tensor, dim: int) -> torch.Tensor:
-    """Sample standard deviation over ``dim`` ignoring NaN (0 where fewer than two values)."""
-    present = ~torch.isnan(values)
-    count = present.sum(dim=dim, keepdim=True)
-    mean = values.nanmean(dim=dim, keepdim=True)
-    squares = torch.where(present, (values - mean) ** 2, torch.zeros_like(values)).sum(dim=dim, keepdim=True)
-    return torch.where(count > 1, (squares / (count - 1).clamp(min=1)).sqrt(), torch.zeros_like(mean)).squeeze(dim)
+def _spread(values: torch.Tensor, dim: int) -> torch.Tensor:
+    """TRL's NaN-ignoring standard deviation, 0 where fewer than two values (TRL's NaN)."""
+    return torch.nan_to_num(nanstd(values, dim=dim), nan=0.0)
 
 
 def importance_sampling_ratio(old_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor,
