@@ -17,6 +17,7 @@ checks cost generation and loss passes only.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from pathlib import Path
 
@@ -94,6 +95,20 @@ def adapter_weights(trainer) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
 
 
+def after_each_call(trainer, method: str, record) -> None:
+    """Wrap ``trainer.<method>`` so that ``record(inputs, result)`` sees every call, ``inputs`` being
+    the argument of that name (the batch: TRL's compute_loss and _generate_and_score_completions)."""
+    original = getattr(trainer, method)
+    signature = inspect.signature(original)
+
+    def wrapped(*args, **kwargs):
+        result = original(*args, **kwargs)
+        record(signature.bind(*args, **kwargs).arguments["inputs"], result)
+        return result
+
+    setattr(trainer, method, wrapped)
+
+
 @pytest.mark.slow  # 537 s: 2 runs of 6 steps
 def test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls(untrained_policy, environments, tmp_path):
     up_trainer, up = run_training(sanity_config(untrained_policy, tmp_path / "up"), environments, FeatureReward(+1))
@@ -133,14 +148,8 @@ def test_a_group_with_one_reward_gets_zero_advantages(untrained_policy, environm
     captured = []
 
     def capture(trainer):
-        original = trainer._generate_and_score_completions
-
-        def wrapped(inputs):
-            output = original(inputs)
-            captured.append((list(inputs), output["advantages"].detach().clone()))
-            return output
-
-        trainer._generate_and_score_completions = wrapped
+        after_each_call(trainer, "_generate_and_score_completions", lambda inputs, output: captured.append(
+            (list(inputs), output["advantages"].detach().clone())))
 
     run_training(config, environments, FeatureReward(+1, constant_subjects=(SUBJECTS[0],)), before_train=capture)
     [(rows, advantages)] = captured
@@ -159,7 +168,6 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
 
     def capture(trainer):
         logps_of = trainer._get_per_token_logps_and_entropies
-        compute_loss = trainer.compute_loss
 
         def logps(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
             result = logps_of(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
@@ -167,12 +175,9 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
                 result[0].register_hook(lambda grad: grads.append(grad.detach().clone()))
             return result
 
-        def loss(model, inputs, *args, **kwargs):
-            completions.append(inputs["completion_ids"].detach().clone())
-            return compute_loss(model, inputs, *args, **kwargs)
-
         trainer._get_per_token_logps_and_entropies = logps
-        trainer.compute_loss = loss
+        after_each_call(trainer, "compute_loss",
+                        lambda inputs, _: completions.append(inputs["completion_ids"].detach().clone()))
 
     trainer, _ = run_training(config, environments, FeatureReward(+1), before_train=capture)
     episodes = [e.tokens for e in trainer.last_episode_batch.episodes]
@@ -202,19 +207,10 @@ def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrai
     produced, received = [], []
 
     def capture(trainer):
-        original, compute_loss = trainer._generate_and_score_completions, trainer.compute_loss
-
-        def wrapped(inputs):
-            output = original(inputs)
-            produced.append(output["advantages"].detach().clone())
-            return output
-
-        def loss(model, inputs, *args, **kwargs):
-            received.append(inputs["advantages"].detach().clone())
-            return compute_loss(model, inputs, *args, **kwargs)
-
-        trainer._generate_and_score_completions = wrapped
-        trainer.compute_loss = loss
+        after_each_call(trainer, "_generate_and_score_completions",
+                        lambda _, output: produced.append(output["advantages"].detach().clone()))
+        after_each_call(trainer, "compute_loss",
+                        lambda inputs, _: received.append(inputs["advantages"].detach().clone()))
 
     trainer, _ = run_training(config, environments, FeatureReward(+1), before_train=capture)
     [advantages] = produced
