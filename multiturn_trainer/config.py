@@ -65,7 +65,8 @@ class TrainConfig:
         '"episode": every turn\'s tokens share the episode\'s advantage (its reward against its group\'s). '
         '"reward_to_go": a revision (turn k > 1) is credited with the final reward minus turn k-1\'s, what it '
         'earned over the painting it started from; turn 1 with the final reward against its group\'s mean. The '
-        'same objective, the final reward, with a baseline per turn. Scores every turn; needs reward_turn last.')})
+        'same objective, the final reward, with a baseline per turn. Scores every turn; needs reward_turn last. '
+        'scale_rewards group/batch divides every turn by the spread of all the group\'s/batch\'s painting rewards.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
     prompts_per_step: int = field(default=1, metadata={"help": (

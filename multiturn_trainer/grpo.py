@@ -362,28 +362,36 @@ def reward_to_go_advantages(episodes: list[Episode], generations: int, width: in
     r_K unbiased while a revision stops inheriting the luck of the turns before it. Turn 1 has no
     painting to start from: its baseline is the group's mean final reward, as in GRPO. So a
     revision that keeps its painting's reward earns 0, one that repairs a failure +, one that
-    breaks a pass -. ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides each
-    turn's values by their spread. Zero: environment tokens, padding, a dropped episode (reward
-    None), and a turn whose previous painting has no score (an infrastructure failure).
+    breaks a pass -. ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides every
+    turn's values by the spread of the rewards of all the group's (or batch's) scored paintings,
+    every turn: one unit for all turns, and 0 only where every painting scored the same, so every
+    gain is 0 too (a revision's gain divided by the spread of the revision gains alone blew up
+    ~10^4-fold in a group whose revisions all gained alike). Zero: environment tokens, padding, a
+    dropped episode (reward None), and a turn whose previous painting has no score (an
+    infrastructure failure).
     """
     turns = max((len(e.observations) for e in episodes), default=0)
     to_go = torch.full((len(episodes), max(turns, 1)), float("nan"), dtype=torch.float64)
+    paintings = torch.full_like(to_go, float("nan"))
     for i, episode in enumerate(episodes):
         if episode.reward is None:
             continue
         for k in range(1, len(episode.observations) + 1):
+            score = episode.turn_scores.get(k)
+            if score is not None:
+                paintings[i, k - 1] = score.total
             previous = episode.turn_scores.get(k - 1)
             before = 0.0 if k == 1 else None if previous is None else previous.total
             if before is not None:
                 to_go[i, k - 1] = episode.reward - before
-    grouped = to_go.view(-1, generations, to_go.size(1))
     centred = to_go.clone()
-    first = grouped[:, :, 0]
+    first = to_go[:, 0].view(-1, generations)
     centred[:, 0] = (first - first.nanmean(dim=1, keepdim=True)).reshape(-1)
     if scale == "group":
-        centred = centred / (_spread(grouped, dim=1).repeat_interleave(generations, dim=0) + 1e-4)
+        spread = _spread(paintings.view(-1, generations * paintings.size(1)), dim=1)
+        centred = centred / (spread.repeat_interleave(generations).unsqueeze(1) + 1e-4)
     elif scale == "batch":
-        centred = centred / (_spread(to_go, dim=0).unsqueeze(0) + 1e-4)
+        centred = centred / (_spread(paintings.flatten(), dim=0) + 1e-4)
     elif scale != "none":
         raise ValueError(f"scale_rewards must be group, batch or none, got {scale!r}")
     # Column 0 of each row is 0: environment tokens and padding (turn 0) read it.

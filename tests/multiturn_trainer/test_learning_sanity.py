@@ -261,6 +261,32 @@ def test_reward_to_go_leaves_out_what_has_no_score():
     turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0, 0.1]  # final minus turn 1: a repair, a keep, a break, ..., a gain
     for row, first, second in zip(advantages.tolist(), turn_1, turn_2):
         assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
-    scaled = reward_to_go_advantages(group, 6, 8, "group")
-    spread = torch.tensor([0.6, 0.0, -0.6, 0.1], dtype=torch.float64).std().item()
-    assert scaled[0, 4] == pytest.approx(0.6 / (spread + 1e-4), rel=1e-4)
+    # Scaled by the spread of every scored painting of the group's kept episodes, all turns.
+    scored = [0.0, 0.6, 0.6, 0.6, 0.6, 0.0, 0.6, 0.5, 0.6]
+    spread = torch.tensor(scored, dtype=torch.float64).std().item()
+    for scale in ("group", "batch"):
+        scaled = reward_to_go_advantages(group, 6, 8, scale)
+        assert scaled == pytest.approx(advantages / (spread + 1e-4), rel=1e-4)
+
+
+def test_reward_to_go_scaling_stays_in_the_rewards_units():
+    """Revisions that all gained alike are divided by the spread of the paintings' rewards, not by
+    the spread of the gains (0 here): the advantages stay the size of the gains over that spread."""
+    from multiturn_trainer.episodes import EpisodeTokens
+    from multiturn_trainer.grpo import reward_to_go_advantages
+    from multiturn_trainer.rollout import Episode
+
+    def episode(first, final):
+        made = Episode(row={}, observations=[None, None], reward=final,
+                       tokens=EpisodeTokens(prompt_ids=[], completion_ids=[0] * 4, env_mask=[1, 0, 1, 0]))
+        made.turn_scores = {1: ScoreResult(total=first, components={}), 2: ScoreResult(total=final, components={})}
+        return made
+
+    group = [episode(0.60 + 0.01 * i, 0.65 + 0.01 * i) for i in range(6)]
+    scaled = reward_to_go_advantages(group, 6, 4, "group")
+    assert scaled.abs().max() < 10
+    spread = torch.tensor([e.turn_scores[t].total for e in group for t in (1, 2)], dtype=torch.float64).std()
+    assert scaled[:, 2].tolist() == pytest.approx([0.05 / (spread.item() + 1e-4)] * 6, rel=1e-4)
+    # All paintings alike: every value is 0, scaled or not.
+    same = [episode(0.6, 0.6) for _ in range(6)]
+    assert torch.all(reward_to_go_advantages(same, 6, 4, "group") == 0)
