@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,36 @@ def _turn_value(record: dict[str, Any], turn: int, key: str):
     return float(value) if value is not None else None
 
 
+def lines_from_previous(previous: str | None, sketch: str | None) -> float | None:
+    """Share of ``previous``'s lines that ``sketch`` contains verbatim (stripped, blank lines left
+    out, counted as multisets); None when ``previous`` has no code.
+
+    Near 1 for a revision that edits its draft, far lower for a sketch written afresh. Lines every
+    sketch of a policy shares (its set-up, its helpers) count too, which is why eval reports the
+    same share between two independent samples beside it."""
+    def lines(code: str | None) -> Counter:
+        return Counter(line.strip() for line in (code or "").splitlines() if line.strip())
+
+    before = lines(previous)
+    if not before:
+        return None
+    return sum((before & lines(sketch)).values()) / sum(before.values())
+
+
+def _code(record: dict[str, Any] | None, turn: int) -> tuple[bool, str | None]:
+    """(usable, code) of a turn: unusable when the turn never ran or infrastructure failed."""
+    if record is None or record.get("policy_error") or turn > len(record["turns"]):
+        return False, None
+    found = record["turns"][turn - 1]
+    return not found.get("infrastructure_failed"), found.get("code")
+
+
+def _mean_lines_from_previous(pairs: list[tuple[tuple[bool, str | None], tuple[bool, str | None]]]) -> float | None:
+    values = [lines_from_previous(a[1], b[1]) for a, b in pairs if a[0] and b[0]]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
 def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dict[str, Any]:
     """eval.json's figures from the two arms' episode records (pure: no rendering, no scoring)."""
     refine: list[dict | None] = [None] * slots
@@ -131,6 +162,12 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
     best = [stats.best_of(row, turns) for row in rewards]
     mean_of_k = [stats.mean_of(row) for row in rewards]
     flat = lambda rows: [v for row in rows for v in row]  # noqa: E731
+    # Does a revision edit its draft or paint afresh? Per slot: turn k against turn k-1 (refine),
+    # sample j against sample j-1 of the same slot (independent: what two fresh sketches share).
+    revised = [_mean_lines_from_previous([(_code(r, t - 1), _code(r, t)) for t in range(2, turns + 1)])
+               for r in refine]
+    resampled = [_mean_lines_from_previous([(_code(row[j - 1], 1), _code(row[j], 1)) for j in range(1, turns)])
+                 for row in independent]
     return {
         "slots": slots,
         "refine": {
@@ -139,6 +176,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
             "final_by_slot": final,
             "gate_pass_by_turn": [stats.bootstrap_mean(by_turn("passed", t)) for t in range(1, turns + 1)],
             "coverage_by_turn": [stats.bootstrap_mean(by_turn("paint_fraction", t)) for t in range(1, turns + 1)],
+            "lines_from_previous": stats.bootstrap_mean(revised),
             "tokens": results["refine"]["tokens"], "wall_s": round(results["refine"]["wall_s"], 2),
             "episodes": len(results["refine"]["records"]),
             "infrastructure_failures": sum(1 for r in results["refine"]["records"] if r.get("policy_error")),
@@ -148,6 +186,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
             "mean_reward": stats.bootstrap_mean(flat(rewards)),
             "gate_pass": stats.bootstrap_mean(flat(samples("passed"))),
             "coverage": stats.bootstrap_mean(flat(samples("paint_fraction"))),
+            "lines_from_previous": stats.bootstrap_mean(resampled),
             "tokens": results["independent"]["tokens"], "wall_s": round(results["independent"]["wall_s"], 2),
             "episodes": len(results["independent"]["records"]),
             "infrastructure_failures": sum(1 for r in results["independent"]["records"] if r.get("policy_error")),
@@ -221,6 +260,8 @@ def table(report: dict[str, Any]) -> str:
         f"headline: final - best-of-{report['turns']} independent {_fmt(report['final_minus_best_of_k'], '+')}; "
         f"final - mean-of-{report['turns']} {_fmt(report['final_minus_mean_of_k'], '+')}",
         f"win rate turn {report['turns']} over turn 1: {_fmt(report['win_rate_final_over_first'])}",
+        f"lines of the previous sketch kept: revision {_fmt(refine['lines_from_previous'])}; "
+        f"independent sample {_fmt(independent['lines_from_previous'])}",
         f"cost: refine {refine['tokens']} tokens {refine['wall_s']:.0f} s; independent {independent['tokens']} tokens "
         f"{independent['wall_s']:.0f} s; infrastructure failures {refine['infrastructure_failures']} + "
         f"{independent['infrastructure_failures']}",

@@ -310,6 +310,59 @@ class CountingPolicy:
         return [PolicyReply(f"```js\n{SMALL_SKETCH}```", completion_tokens=5) for _ in conversations]
 
 
+def test_lines_from_previous_counts_the_drafts_lines_a_sketch_keeps():
+    from multiturn_trainer.evaluation import lines_from_previous
+
+    draft = "a();\n\n  b();\nb();\nc();\n"
+    assert lines_from_previous(draft, draft) == 1.0
+    assert lines_from_previous(draft, "a();\nb();\nd();") == 0.5  # one b() of two, a(); blank lines ignored
+    assert lines_from_previous(draft, None) == 0.0  # a revision with no code kept nothing
+    assert lines_from_previous(None, draft) is None and lines_from_previous("\n", draft) is None
+
+
+class EditingPolicy:
+    """A message policy that writes a fresh sketch on turn 1 (its colours and sizes drawn anew on
+    every call) and, when it has a draft, sends the draft back with one line changed."""
+
+    works_on = "messages"
+
+    def __init__(self):
+        self.rng = random.Random(0)
+
+    def sketch(self) -> str:
+        r = self.rng
+        return (SMALL_SKETCH.replace("'#d6362b', 160", f"'#{r.randrange(16**6):06x}', {r.randrange(100, 250)}")
+                .replace("'#2b6cb0', 140", f"'#{r.randrange(16**6):06x}', {r.randrange(100, 250)}")
+                .replace("130, 120, 35", f"{r.randrange(60, 140)}, {r.randrange(60, 140)}, {r.randrange(20, 50)}"))
+
+    def reply(self, conversations):
+        from agent.policies import PolicyReply
+
+        replies = []
+        for messages in conversations:
+            drafts = [m for m in messages if m["role"] == "assistant"]
+            if drafts:
+                code = drafts[-1]["content"][0]["text"].replace("brush.noStroke();", "brush.noStroke(); // revised")
+            else:
+                code = f"```js\n{self.sketch()}```"
+            replies.append(PolicyReply(code, completion_tokens=5))
+        return replies
+
+
+def test_eval_tells_a_policy_that_edits_its_draft_from_one_that_paints_afresh(environments, tmp_path):
+    from multiturn_trainer.evaluation import run_eval, table
+
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run")
+    report = run_eval(config, EditingPolicy(), ["a red apple", "a blue pond"], 2, tmp_path / "eval",
+                      environments=environments, progress=False)
+    lines = len([line for line in SMALL_SKETCH.splitlines() if line.strip()])
+    revised, resampled = report["refine"]["lines_from_previous"], report["independent"]["lines_from_previous"]
+    # Every revision changes one line of its draft; independent samples differ in three.
+    assert revised["n"] == 4 and revised["estimate"] == pytest.approx((lines - 1) / lines)
+    assert resampled["n"] == 4 and resampled["estimate"] == pytest.approx((lines - 3) / lines)
+    assert "lines of the previous sketch kept: revision 0." in table(report)
+
+
 @pytest.mark.parametrize("eval_batch_size, batches", [(None, [2, 2, 2, 2, 2, 2, 2, 2]), (12, [4, 4, 8])])
 def test_eval_generates_in_batches_of_eval_batch_size(environments, tmp_path, eval_batch_size, batches):
     from multiturn_trainer.evaluation import run_eval
