@@ -125,8 +125,10 @@ def hf_and_engine(vllm_tiny_model):
                            "MASTER_PORT": "29517"}.items():
             if key not in os.environ:
                 patch.setenv(key, value)
+        # The KV cache is sized in bytes, not as a share of the NUMA node: vLLM's CPU worker subtracts
+        # the process's own memory from that share, which on a 13 GiB node left nothing for the cache.
         llm = vllm.LLM(model=str(vllm_tiny_model), max_model_len=4096, max_num_batched_tokens=4096,
-                       gpu_memory_utilization=0.1, enable_sleep_mode=False, seed=0,
+                       kv_cache_memory_bytes=512 * 2**20, enable_sleep_mode=False, seed=0,
                        distributed_executor_backend="external_launcher", logprobs_mode="processed_logprobs")
         yield model, processor, llm
 
