@@ -101,14 +101,19 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     return report
 
 
-def _turn_value(record: dict[str, Any], turn: int, key: str):
-    """A turn's field, None for infrastructure failures (never evidence about the policy)."""
-    if record.get("policy_error") or turn > len(record["turns"]):
+def _turn(record: dict[str, Any] | None, turn: int) -> dict[str, Any] | None:
+    """A turn of an episode record, None when it never ran or infrastructure failed (never
+    evidence about the policy)."""
+    if record is None or record.get("policy_error") or turn > len(record["turns"]):
         return None
     found = record["turns"][turn - 1]
-    if found.get("infrastructure_failed"):
-        return None
-    value = found.get(key)
+    return None if found.get("infrastructure_failed") else found
+
+
+def _turn_value(record: dict[str, Any] | None, turn: int, key: str):
+    """A turn's field, None where ``_turn`` has no turn."""
+    found = _turn(record, turn)
+    value = None if found is None else found.get(key)
     return float(value) if value is not None else None
 
 
@@ -128,18 +133,11 @@ def lines_from_previous(previous: str | None, sketch: str | None) -> float | Non
     return sum((before & lines(sketch)).values()) / sum(before.values())
 
 
-def _code(record: dict[str, Any] | None, turn: int) -> tuple[bool, str | None]:
-    """(usable, code) of a turn: unusable when the turn never ran or infrastructure failed."""
-    if record is None or record.get("policy_error") or turn > len(record["turns"]):
-        return False, None
-    found = record["turns"][turn - 1]
-    return not found.get("infrastructure_failed"), found.get("code")
-
-
-def _mean_lines_from_previous(pairs: list[tuple[tuple[bool, str | None], tuple[bool, str | None]]]) -> float | None:
-    values = [lines_from_previous(a[1], b[1]) for a, b in pairs if a[0] and b[0]]
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+def _lines_kept(before: dict[str, Any] | None, after: dict[str, Any] | None) -> float | None:
+    """``lines_from_previous`` of two turns, None unless both are usable (see ``_turn``)."""
+    if before is None or after is None:
+        return None
+    return lines_from_previous(before.get("code"), after.get("code"))
 
 
 def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dict[str, Any]:
@@ -152,10 +150,10 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
         independent[record["slot"]][record["sample"]] = record
 
     def by_turn(key: str, turn: int) -> list[float | None]:
-        return [None if r is None else _turn_value(r, turn, key) for r in refine]
+        return [_turn_value(r, turn, key) for r in refine]
 
     def samples(key: str) -> list[list[float | None]]:
-        return [[None if r is None else _turn_value(r, 1, key) for r in row] for row in independent]
+        return [[_turn_value(r, 1, key) for r in row] for row in independent]
 
     first, final = by_turn("reward", 1), by_turn("reward", turns)
     rewards = samples("reward")
@@ -164,9 +162,9 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
     flat = lambda rows: [v for row in rows for v in row]  # noqa: E731
     # Does a revision edit its draft or paint afresh? Per slot: turn k against turn k-1 (refine),
     # sample j against sample j-1 of the same slot (independent: what two fresh sketches share).
-    revised = [_mean_lines_from_previous([(_code(r, t - 1), _code(r, t)) for t in range(2, turns + 1)])
+    revised = [stats.mean_of([_lines_kept(_turn(r, t - 1), _turn(r, t)) for t in range(2, turns + 1)])
                for r in refine]
-    resampled = [_mean_lines_from_previous([(_code(row[j - 1], 1), _code(row[j], 1)) for j in range(1, turns)])
+    resampled = [stats.mean_of([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
                  for row in independent]
     return {
         "slots": slots,
