@@ -95,3 +95,46 @@ def test_length_grouped_batches_cover_each_example_once_and_pad_less():
     # Not sorted globally: long and short batches alternate through the epoch.
     widths = [max(lengths[i] for i in batch) for batch in batches]
     assert widths != sorted(widths) and widths != sorted(widths, reverse=True)
+
+
+def test_sft_batches_ask_only_for_the_logits_the_loss_uses(tmp_path):
+    """Trimming the prompt's logits is a speed-up, not a different loss: a batch of a first turn
+    and a revision (draft, painting, feedback, sketch) gives the loss and gradients of the full
+    forward pass."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    from multiturn_trainer.sft import sft_inputs
+    from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
+
+    model, processor = load_pretrained(build_tiny_model(tmp_path / "tiny", kind="dense", seed=0))
+    painting = io.BytesIO()
+    Image.new("RGB", (600, 600), (180, 120, 60)).save(painting, format="PNG")
+    sketch = generate_sketch("tulips in a glass vase", 3, REVISION_SECTIONS[1])
+    first = {"prompt_messages": first_turn_messages("tulips in a glass vase"), "completion": f"```js\n{sketch}```"}
+    revision = dict(first, prompt_messages=first_turn_messages("red poppies in a summer meadow"),
+                    draft=f"```js\n{generate_sketch('red poppies in a summer meadow', 4, 2)}```",
+                    environment=revision_content(painting.getvalue(), "Your sketch passed the gate.", turn=2, turns=2))
+    batch = [tokenize_example(processor, first), tokenize_example(processor, revision)]
+    pad = processor.tokenizer.pad_token_id
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    inputs = sft_inputs(batch, pad, image_pad, 4)
+    width = inputs["input_ids"].shape[1]
+    assert "pixel_values" in inputs
+    assert inputs["logits_to_keep"] < width - 1000  # the system prompt's logits are not computed
+    full = dict(inputs, logits_to_keep=0, labels=torch.tensor(
+        [sft_labels(e) + [-100] * (width - len(e.context())) for e in batch]))
+
+    def loss_and_grads(kwargs):
+        model.zero_grad()
+        loss = model(**kwargs).loss
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    trimmed_loss, trimmed_grads = loss_and_grads(inputs)
+    full_loss, full_grads = loss_and_grads(full)
+    assert trimmed_loss == pytest.approx(full_loss, rel=1e-5)
+    assert len(trimmed_grads) == len(full_grads)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(trimmed_grads, full_grads))
