@@ -32,8 +32,10 @@ from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
 from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
 
-# Layers after the paper wash in a compact sketch. Measured with llvmpipe-f16 on the 14
-# subjects, 2 seeds each: 2 layers pass the pigment gate 22/28 times, 3 layers 28/28. The 0.5M-parameter tiny model learns sketches this size in a few hundred steps on
+# Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
+# default llvmpipe-f16, so a conservative count) on the 14
+# subjects: 2 layers (~1.0k characters) pass the pigment gate 8/14 times, 3 layers (~1.4k)
+# 14/14. The 0.5M-parameter tiny model learns sketches this size in a few hundred steps on
 # 2 cores; the full compositions (3-8k characters) it does not learn at all in that time.
 COMPACT_SECTIONS = 3
 # Revisions go from 2 layers to 3: "add the missing layer" is a refinement the tiny model can
@@ -78,8 +80,8 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     """Two-turn examples: a draft, its real painting and feedback, then the better sketch.
 
     Half of them add a layer (a 2-layer draft, then the same painting with its third layer);
-    the other half repair a gate failure of the kind the tiny model makes (FLAWS: layers too
-    faint to count, a sketch cut off, a forbidden call, shapes shrunk to a point) by
+    the other half repair a gate failure of the kind the tiny model makes (FLAWS: a hex
+    colour one digit short, a sketch cut off, a forbidden call, shapes of one point) by
     sending the flawless sketch. Every draft is rendered by the real renderer, so the feedback
     is what GRPO's episodes will show; the repairs are what makes turn 2 worth having for a
     model this small (a demo warm-started on layer additions only gained nothing from turn 2).

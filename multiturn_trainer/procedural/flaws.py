@@ -1,38 +1,33 @@
-"""Flawed drafts: the gate failures a small policy makes, applied to valid compact sketches for revision examples."""
+"""Flawed drafts: the gate failures a small policy really makes, applied to valid sketches for revision examples."""
 
 from __future__ import annotations
 
 import random
 import re
 
-# The compact form (``Painter(compact=True)``) removed the tiny model's two commonest slips, a
-# hex colour a digit short and a vertex list that never closed. What it can still get wrong:
-# a reply cut off or garbled (a syntax error), a call outside the contract, and layers that
-# paint nothing the gate counts: too faint, or shapes shrunk to a point. Each flaw below puts one of
-# those into a valid sketch, so a revision example can show the failure, the environment's
-# real reply to it, and the repaired sketch.
-FLAWS: tuple[str, ...] = ("faint_layers", "cut_off", "forbidden_call", "point_shapes")
+# What the tiny model gets wrong, counted over 256 turns of a demo: 95 render errors from a
+# malformed hex colour ('#9d7e6', one digit short), 47 syntax errors (a sketch cut off or
+# garbled), 50 blank canvases (shapes of one or two points, or layers too faint to count),
+# and a few one-vertex shapes that p5 rejects outright. Each flaw below reproduces one of
+# those on a valid sketch, so a revision example can show the failure, the environment's real
+# reply to it, and the repaired sketch.
+FLAWS: tuple[str, ...] = ("short_colour", "cut_off", "forbidden_call", "one_point_shape")
 
-_FILL = re.compile(r"brush\.fill\((\d+), (\d+), (\d+), \d+\);")
-_SHAPE = re.compile(r"(block|oval)\((-?[\d.]+), (-?[\d.]+), (-?[\d.]+), (-?[\d.]+)\);")
+_HEX_COLOUR = re.compile(r"'#[0-9a-f]{6}'")
+_SHAPE_CALL = re.compile(r"shape\(\[\[(-?[\d.]+), (-?[\d.]+)\][^;]*?\], (-?[\d.]+)\);", re.S)
 # Calls outside the contract, of the kinds models reach for: lettering, the brush's own
 # settings (not in the allowlist), the network.
 _FORBIDDEN_LINES = ("  text('{title}', 40, 60);", "  brush.set('HB', '#2b2b2b', 1);",
                     "  fetch('https://example.com/palette.json');")
 
 
-def _point(match: re.Match) -> str:
-    kind, x, y, _, _ = match.groups()
-    # Every corner at one point, radii of zero: a shape that encloses nothing.
-    return f"block({x}, {y}, {x}, {y});" if kind == "block" else f"oval({x}, {y}, 0, 0);"
-
-
 def flawed_draft(sketch: str, flaw: str, rng: random.Random) -> str:
     """``sketch`` with one ``flaw`` (one of FLAWS) that makes it fail the gate or the render."""
-    if flaw == "faint_layers":
-        # Every wash at an opacity too low to leave the pigment the gate asks for.
-        alpha = rng.randint(2, 6)
-        return _FILL.sub(lambda m: f"brush.fill({m.group(1)}, {m.group(2)}, {m.group(3)}, {alpha});", sketch)
+    if flaw == "short_colour":
+        colours = list(_HEX_COLOUR.finditer(sketch))
+        chosen = colours[rng.randrange(len(colours))]
+        drop = chosen.start() + 2 + rng.randrange(6)
+        return sketch[:drop] + sketch[drop + 1:]
     if flaw == "cut_off":
         # As if the reply ran out of tokens: cut somewhere in the painting's second half.
         start = sketch.index("function draw()")
@@ -44,6 +39,7 @@ def flawed_draft(sketch: str, flaw: str, rng: random.Random) -> str:
         title = sketch[3:sketch.index(":")].split(" ")[-1]
         lines.insert(at, rng.choice(_FORBIDDEN_LINES).format(title=title))
         return "\n".join(lines) + "\n"
-    if flaw == "point_shapes":
-        return _SHAPE.sub(_point, sketch)
+    if flaw == "one_point_shape":
+        # Every shape collapsed to its first point: the layers paint nothing p5 accepts.
+        return _SHAPE_CALL.sub(lambda m: f"shape([[{m.group(1)}, {m.group(2)}]], {m.group(3)});", sketch)
     raise ValueError(f"unknown flaw {flaw!r}; choose one of {FLAWS}")

@@ -32,15 +32,14 @@ def check_composers() -> None:
 def generate_sketch(subject: str, seed: int, max_sections: int | None = None) -> str:
     """A valid sketch of ``subject`` (one of SUBJECTS); the same (subject, seed) gives the same code.
 
-    ``max_sections`` keeps only the first layers after the paper wash (the big masses first)
-    and writes them compactly (``Painter(compact=True)``): a sketch a tiny model can learn in
-    minutes on a CPU.
+    ``max_sections`` keeps only the first layers after the paper wash (the big masses first):
+    a compact sketch a tiny model can learn in minutes on a CPU.
     """
     if subject not in COMPOSERS:
         if subject in SUBJECTS:
             check_composers()  # a train subject without a composer is the data file's fault: say so
         raise ValueError(f"no procedural composition for {subject!r}; choose one of {list(SUBJECTS)}")
-    painter = Painter(random.Random(f"{subject}\x00{int(seed)}"), compact=max_sections is not None)
+    painter = Painter(random.Random(f"{subject}\x00{int(seed)}"))
     COMPOSERS[subject](painter)
     return painter.sketch(subject, max_sections)
 

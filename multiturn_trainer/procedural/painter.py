@@ -6,7 +6,7 @@ import colorsys
 import random
 from typing import Any, Sequence
 
-from multiturn_trainer.procedural.shapes import CANVAS, Point, clamp, overlap_with_box, overlap_with_oval
+from multiturn_trainer.procedural.shapes import CANVAS, Point, clamp
 
 PAPER = "#f8f1e4"
 MAX_LINE_CHARS = 100
@@ -16,44 +16,11 @@ def _number(value: float) -> str:
     rounded = round(value)
     return str(int(rounded)) if abs(value - rounded) < 1e-9 else f"{value:.2f}".rstrip("0").rstrip(".")
 
-POINT_HELPERS = (
-    "// Paints one closed shape with the current fill.",
-    "function shape(points, curvature) {",
-    "  brush.beginShape(curvature);",
-    "  for (const [x, y] of points) brush.vertex(x, y);",
-    "  brush.endShape(true);",
-    "}",
-)
-COMPACT_HELPERS = (
-    "// Paints the current fill over a rectangle from corner (x0, y0) to corner (x1, y1).",
-    "function block(x0, y0, x1, y1) {",
-    "  brush.beginShape(0.2);",
-    "  brush.vertex(x0, y0);",
-    "  brush.vertex(x1, y0);",
-    "  brush.vertex(x1, y1);",
-    "  brush.vertex(x0, y1);",
-    "  brush.endShape(true);",
-    "}",
-    "",
-    "// Paints the current fill over an oval around (x, y) with radii rx and ry.",
-    "function oval(x, y, rx, ry) {",
-    "  brush.beginShape(0.6);",
-    "  for (let angle = 0; angle < 360; angle += 30) brush.vertex(x + rx * cos(angle), y + ry * sin(angle));",
-    "  brush.endShape(true);",
-    "}",
-)
-
-
 class Painter:
     """Collects one painting's draw() body; every random choice goes through ``rng``."""
 
-    def __init__(self, rng: random.Random, compact: bool = False):
+    def __init__(self, rng: random.Random):
         self.rng = rng
-        # A compact sketch is written for a tiny model: colours as RGB numbers and every shape
-        # as a call of fixed arity (``oval`` or ``block``), so nothing in it has to be counted.
-        # Measured on the demo's warm start: hex colours a digit short (a render error) and
-        # vertex lists that never closed (cut off at the token limit) were most of its failures.
-        self.compact = compact
         # Painting-wide decisions: a mirror image doubles the layouts for free, and a shared
         # hue drift gives each seed its own light (warmer or cooler) without breaking harmony.
         self.mirrored = rng.random() < 0.5
@@ -94,14 +61,8 @@ class Painter:
         bleed = clamp(bleed + self.u(-0.04, 0.04), 0.01, 0.6)
         texture = clamp(texture + self.u(-0.1, 0.1), 0.0, 1.0)
         border = clamp(border + self.u(-0.1, 0.1), 0.0, 1.0)
-        hex_colour = self.colour(colour, spread)
-        if self.compact:
-            red, green, blue = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
-            painted = f"  brush.fill({red}, {green}, {blue}, {alpha});"
-        else:
-            painted = f"  brush.fill('{hex_colour}', {alpha});"
         self.body += [
-            painted,
+            f"  brush.fill('{self.colour(colour, spread)}', {alpha});",
             f"  brush.fillBleed({_number(round(bleed, 2))}, '{direction}');",
             f"  brush.fillTexture({_number(round(texture, 2))}, {_number(round(border, 2))});",
         ]
@@ -110,27 +71,11 @@ class Painter:
         return CANVAS - x if self.mirrored else x
 
     def shape(self, points: Sequence[Point], curvature: float) -> None:
-        if self.compact:
-            self._compact_shape(points)
-            return
         coordinates = [
             f"[{_number(round(clamp(self._x(x), 0, CANVAS)))}, {_number(round(clamp(y, 0, CANVAS)))}]"
             for x, y in points
         ]
         self._wrapped("  shape([", coordinates, f"], {_number(round(curvature, 2))});")
-
-    def _compact_shape(self, points: Sequence[Point]) -> None:
-        """The shape as the ``block`` (its bounding box) or ``oval`` (the ellipse in that box) closer to it."""
-        xs = [clamp(self._x(x), 0, CANVAS) for x, _ in points]
-        ys = [clamp(y, 0, CANVAS) for _, y in points]
-        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
-        polygon = list(zip(xs, ys))
-        if overlap_with_box(polygon, x0, y0, x1, y1) >= overlap_with_oval(polygon, x0, y0, x1, y1):
-            self.body.append(f"  block({_number(round(x0))}, {_number(round(y0))}, "
-                             f"{_number(round(x1))}, {_number(round(y1))});")
-        else:
-            self.body.append(f"  oval({_number(round((x0 + x1) / 2))}, {_number(round((y0 + y1) / 2))}, "
-                             f"{_number(max(1, round((x1 - x0) / 2)))}, {_number(max(1, round((y1 - y0) / 2)))});")
 
     def circle(self, x: float, y: float, radius: float) -> None:
         radius = max(1.0, radius)
@@ -175,7 +120,12 @@ class Painter:
             "  noLoop();",
             "}",
             "",
-            *(COMPACT_HELPERS if self.compact else POINT_HELPERS),
+            "// Paints one closed shape with the current fill.",
+            "function shape(points, curvature) {",
+            "  brush.beginShape(curvature);",
+            "  for (const [x, y] of points) brush.vertex(x, y);",
+            "  brush.endShape(true);",
+            "}",
             "",
             "function draw() {",
             "  translate(-width / 2, -height / 2);",

@@ -132,34 +132,3 @@ FISH = [(1.0, 0), (0.7, -0.28), (0.2, -0.34), (-0.4, -0.22), (-0.9, -0.05), (-1.
 HULL = [(-1.0, 0), (1.0, 0), (0.8, 0.22), (-0.75, 0.22)]
 TEAPOT_BODY = [(-1.0, 0.1), (-0.9, -0.45), (-0.55, -0.8), (0, -0.9), (0.55, -0.8), (0.9, -0.45),
                (1.0, 0.1), (0.8, 0.6), (0.45, 0.8), (-0.45, 0.8), (-0.8, 0.6)]
-
-
-def inside(polygon: Sequence[Point], x: float, y: float) -> bool:
-    """Whether (x, y) lies inside ``polygon`` (even-odd rule)."""
-    result = False
-    for (xa, ya), (xb, yb) in zip(polygon, [*polygon[1:], polygon[0]]):
-        if (ya > y) != (yb > y) and x < xa + (y - ya) * (xb - xa) / (yb - ya):
-            result = not result
-    return result
-
-
-def _samples(x0: float, y0: float, x1: float, y1: float, n: int = 24) -> list[Point]:
-    return [(x0 + (x1 - x0) * (i + 0.5) / n, y0 + (y1 - y0) * (j + 0.5) / n) for i in range(n) for j in range(n)]
-
-
-def overlap_with_box(polygon: Sequence[Point], x0: float, y0: float, x1: float, y1: float) -> float:
-    """Intersection over union of ``polygon`` and its bounding box (x0, y0)-(x1, y1): the share it covers."""
-    samples = _samples(x0, y0, x1, y1)
-    return sum(inside(polygon, x, y) for x, y in samples) / len(samples)
-
-
-def overlap_with_oval(polygon: Sequence[Point], x0: float, y0: float, x1: float, y1: float) -> float:
-    """Intersection over union of ``polygon`` and the ellipse inscribed in its bounding box."""
-    cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, max((x1 - x0) / 2, 1e-9), max((y1 - y0) / 2, 1e-9)
-    both = either = 0
-    for x, y in _samples(x0, y0, x1, y1):
-        in_polygon = inside(polygon, x, y)
-        in_oval = ((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2 <= 1
-        both += in_polygon and in_oval
-        either += in_polygon or in_oval
-    return both / either if either else 0.0

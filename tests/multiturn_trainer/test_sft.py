@@ -11,10 +11,10 @@ from multiturn_trainer.sft import REVISION_SECTIONS, revision_examples, sft_labe
 
 # The failures each flaw must cause (what the tiny model's own failures look like).
 EXPECTED_VIOLATIONS = {
-    "faint_layers": {"blank_canvas"},
+    "short_colour": {"render_error"},
     "cut_off": {"syntax_error"},
     "forbidden_call": {"text_label", "brush_method_not_allowed", "external_access"},
-    "point_shapes": {"render_error", "blank_canvas"},
+    "one_point_shape": {"render_error"},
 }
 
 
@@ -25,28 +25,12 @@ def test_each_flaw_breaks_a_valid_sketch_in_one_place(flaw):
     draft = flawed_draft(sketch, flaw, random.Random(0))
     assert draft != sketch
     assert draft == flawed_draft(sketch, flaw, random.Random(0))  # seeded, so the warm start is reproducible
-    if flaw in ("faint_layers", "point_shapes"):
-        assert len(draft.splitlines()) == len(sketch.splitlines())
+    if flaw == "short_colour":
+        assert len(draft) == len(sketch) - 1
     if flaw == "cut_off":
         assert sketch.startswith(draft)
     if flaw == "forbidden_call":
         assert len(draft.splitlines()) == len(sketch.splitlines()) + 1
-
-
-def test_compact_sketches_leave_nothing_to_count():
-    """No hex colours (a digit short was a render error) and no vertex lists (a list that never
-    closed ran to the token limit): colours are RGB numbers and shapes are calls of fixed arity."""
-    for subject in ("tulips in a glass vase", "sunflowers under a blue sky", "a mountain lake"):
-        for sections in REVISION_SECTIONS:
-            sketch = generate_sketch(subject, 4, sections)
-            draw = sketch[sketch.index("function draw()"):]
-            assert static_gate(f"```js\n{sketch}```").passed
-            assert "#" not in draw.replace("background('#", "") and "[" not in draw
-            calls = [line.strip() for line in draw.splitlines() if line.startswith("  ") and not line.startswith("  //")]
-            shapes = [line for line in calls if line.startswith(("block(", "oval("))]
-            assert shapes and all(line.count(",") == 3 for line in shapes), shapes
-    # The full compositions keep their point lists: the compact form is for the tiny model.
-    assert "shape([[" in generate_sketch("tulips in a glass vase", 4)
 
 
 def test_unknown_flaw_is_refused():
@@ -65,6 +49,8 @@ def test_revision_examples_show_real_failures_and_their_repair(evaluator):
         # The feedback is the renderer's verdict on this draft, naming what went wrong.
         assert "did not pass the gate" in feedback
         assert EXPECTED_VIOLATIONS[flaw] & set(part for part in feedback.replace(":", " ").split()), (flaw, feedback)
+        if flaw == "short_colour":
+            assert "Invalid color string" in feedback
         assert static_gate(example["completion"]).passed
     for example in examples[0::2]:  # the other half add a layer to a 2-layer draft
         assert example["completion"].startswith(example["draft"][:-3].rstrip("}\n"))
@@ -78,7 +64,7 @@ def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(d
     sketch = generate_sketch("tulips in a glass vase", 2, REVISION_SECTIONS[1])
     example = {
         "prompt_messages": first_turn_messages("tulips in a glass vase"),
-        "draft": f"```js\n{flawed_draft(sketch, 'faint_layers', random.Random(1))}```",
+        "draft": f"```js\n{flawed_draft(sketch, 'short_colour', random.Random(1))}```",
         "environment": revision_content(None, "Turn 1 of 2: your sketch did not pass the gate.", turn=2, turns=2),
         "completion": f"```js\n{sketch}```",
     }
