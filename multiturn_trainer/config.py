@@ -66,6 +66,8 @@ class TrainConfig:
         '"reward_to_go": a revision (turn k > 1) is credited with the final reward minus turn k-1\'s, what it '
         'earned over the painting it started from; turn 1 with the final reward against its group\'s mean. The '
         'same objective, the final reward, with a baseline per turn. Scores every turn; needs reward_turn last. '
+        '"turn": turn k is credited with its own painting\'s score against its group\'s turn-k mean (each turn its '
+        'own GRPO problem; a failed turn 1 is not credited with its revision\'s repair). Scores every turn. '
         'scale_rewards group/batch divides every turn by the spread of all the group\'s/batch\'s painting rewards.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
@@ -198,8 +200,8 @@ class TrainConfig:
             raise ValueError(f"turns must be >= 1, got {self.turns}")
         if self.reward_turn not in ("last", "best"):
             raise ValueError(f"reward_turn must be 'last' or 'best', got {self.reward_turn!r}")
-        if self.credit not in ("episode", "reward_to_go"):
-            raise ValueError(f"credit must be 'episode' or 'reward_to_go', got {self.credit!r}")
+        if self.credit not in ("episode", "reward_to_go", "turn"):
+            raise ValueError(f"credit must be 'episode', 'reward_to_go' or 'turn', got {self.credit!r}")
         if self.credit == "reward_to_go" and self.reward_turn != "last":
             raise ValueError("credit reward_to_go telescopes to the final painting's reward: it needs reward_turn last")
         if self.num_generations < 2:
@@ -239,8 +241,8 @@ class TrainConfig:
 
     def scored_turns(self) -> list[int]:
         """The turns whose paintings are scored: all of them when the best is rewarded or each turn
-        is credited with its reward to go, else the first and the last (the turn-gain metric needs turn 1)."""
-        if self.reward_turn == "best" or self.credit == "reward_to_go":
+        is credited with its reward to go or its own score, else the first and the last (the turn-gain metric needs turn 1)."""
+        if self.reward_turn == "best" or self.credit != "episode":
             return list(range(1, self.turns + 1))
         return sorted({1, self.turns})
 

@@ -10,7 +10,8 @@ How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another ve
   environment tokens (``env_mask`` 0, not trained). TRL logs lengths, computes group
   advantages and drops ``None`` rewards from the group baseline.
 * With ``credit: reward_to_go`` the advantages become per token (TRL 1.16's loss takes a
-  (B, T) tensor): turn k's tokens carry its reward to go (``reward_to_go_advantages``).
+  (B, T) tensor): turn k's tokens carry its reward to go (``turn_advantages``); with
+  ``credit: turn``, its own painting's score against its group's turn k.
 * TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
   adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
   pass, and recomputes old/reference log-probs with them when TRL needed those.
@@ -177,11 +178,11 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         if batch is None or len(batch.episodes) != output["completion_ids"].size(0):
             raise RuntimeError("the episode batch does not match TRL's generation batch")
         self._drop_unscored(output, batch)
-        if self.run_config.credit == "reward_to_go":
+        if self.run_config.credit != "episode":
             advantages = output["advantages"]
-            output["advantages"] = reward_to_go_advantages(
+            output["advantages"] = turn_advantages(
                 batch.episodes, self.run_config.num_generations, output["completion_ids"].size(1),
-                self.args.scale_rewards).to(device=advantages.device, dtype=advantages.dtype)
+                self.args.scale_rewards, self.run_config.credit).to(device=advantages.device, dtype=advantages.dtype)
         self._attach_images(output, batch)
         self._record(batch)
         self.last_episode_batch = batch  # kept for inspection (tests, debugging)
@@ -353,8 +354,16 @@ def turn_of_each_token(env_mask: list[int]) -> list[int]:
     return turns
 
 
-def reward_to_go_advantages(episodes: list[Episode], generations: int, width: int, scale: str) -> torch.Tensor:
-    """Per-token advantages (B, width) for ``credit: reward_to_go``.
+def turn_advantages(episodes: list[Episode], generations: int, width: int, scale: str,
+                    credit: str = "reward_to_go") -> torch.Tensor:
+    """Per-token advantages (B, width) for ``credit: reward_to_go`` or ``credit: turn``.
+
+    ``turn``: every turn is its own GRPO problem, turn k's tokens carrying turn k's painting's
+    score against the mean of the group's turn-k scores. The objective is then each painting's
+    own score, not the final one: a turn 1 that fails is not credited with the repair its
+    revision made (under ``episode`` credit a failed turn 1 followed by a passing revision was
+    pushed up, and a passing turn 1 followed by a broken revision pushed down: in two demo runs
+    that was 43 and 64 of 126 episodes).
 
     The episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... : what turn k can
     still change is r_K - r_{k-1}, and r_{k-1} is fixed by the painting turn k starts from, so
@@ -380,13 +389,18 @@ def reward_to_go_advantages(episodes: list[Episode], generations: int, width: in
             score = episode.turn_scores.get(k)
             if score is not None:
                 paintings[i, k - 1] = score.total
+            if credit == "turn":
+                continue
             previous = episode.turn_scores.get(k - 1)
             before = 0.0 if k == 1 else None if previous is None else previous.total
             if before is not None:
                 to_go[i, k - 1] = episode.reward - before
+    if credit == "turn":
+        to_go = paintings.clone()
     centred = to_go.clone()
-    first = to_go[:, 0].view(-1, generations)
-    centred[:, 0] = (first - first.nanmean(dim=1, keepdim=True)).reshape(-1)
+    for column in range(centred.size(1) if credit == "turn" else 1):
+        values = to_go[:, column].view(-1, generations)
+        centred[:, column] = (values - values.nanmean(dim=1, keepdim=True)).reshape(-1)
     if scale == "group":
         spread = _spread(paintings.view(-1, generations * paintings.size(1)), dim=1)
         centred = centred / (spread.repeat_interleave(generations).unsqueeze(1) + 1e-4)

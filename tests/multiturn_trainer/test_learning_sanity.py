@@ -241,12 +241,14 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
     assert checked_env > 0 and checked_policy > 0
 
 
-def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrained_policy, environments, tmp_path):
+@pytest.mark.parametrize("credit", ["reward_to_go", "turn"])
+def test_per_turn_credit_reaches_the_loss_token_by_token(untrained_policy, environments, tmp_path, credit):
     """``credit: reward_to_go``: turn 1's tokens carry the final reward against its group's mean,
-    turn 2's the final minus turn 1's reward; the loss (micro-batched as a preset would)
-    receives those per-token advantages."""
-    config = sanity_config(untrained_policy, tmp_path / "to-go", turns=2, num_generations=4, prompts_per_step=2,
-                           steps=1, credit="reward_to_go", micro_batch_size=2)
+    turn 2's the final minus turn 1's reward. ``credit: turn``: turn k's tokens carry turn k's own
+    score against its group's turn-k mean. The loss (micro-batched as a preset would) receives
+    those per-token advantages."""
+    config = sanity_config(untrained_policy, tmp_path / credit, turns=2, num_generations=4, prompts_per_step=2,
+                           steps=1, credit=credit, micro_batch_size=2)
     assert config.scored_turns() == [1, 2]
     produced, received = [], []
 
@@ -263,10 +265,15 @@ def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrai
     assert len(received) == 4 and all(a.shape == (2, advantages.size(1)) for a in received)
     assert sorted(map(tuple, torch.cat(received).tolist())) == sorted(map(tuple, advantages.tolist()))
     for group in (episodes[:4], episodes[4:]):
+        firsts = [e.turn_scores[1].total for e in group]
         finals = [e.reward for e in group]
-        gains = [e.reward - e.turn_scores[1].total for e in group]
+        gains = [final - first for first, final in zip(firsts, finals)]
         assert len(set(gains)) > 1, "the test reward must vary the turn gain within a group"
-        for episode, final, gain in zip(group, finals, gains):
+        for episode, first, final, gain in zip(group, firsts, finals, gains):
+            if credit == "reward_to_go":
+                expected_first, expected_revision = final - sum(finals) / 4, gain
+            else:
+                expected_first, expected_revision = first - sum(firsts) / 4, final - sum(finals) / 4
             row = advantages[episodes.index(episode)]
             mask = episode.tokens.env_mask
             environment_seen = False
@@ -275,7 +282,7 @@ def test_reward_to_go_credits_each_turn_from_the_painting_it_started_from(untrai
                 if not value:
                     assert row[j] == 0
                     continue
-                expected = gain if environment_seen else (final - sum(finals) / 4)
+                expected = expected_revision if environment_seen else expected_first
                 assert float(row[j]) == pytest.approx(expected, abs=1e-6)
             assert torch.all(row[len(mask):] == 0)
 
@@ -284,7 +291,7 @@ def test_reward_to_go_leaves_out_what_has_no_score():
     """A dropped episode (reward None) and a turn whose previous painting has no score (an
     infrastructure failure) get no credit, and stay out of their group's mean."""
     from multiturn_trainer.episodes import EpisodeTokens
-    from multiturn_trainer.grpo import reward_to_go_advantages, turn_of_each_token
+    from multiturn_trainer.grpo import turn_advantages, turn_of_each_token
     from multiturn_trainer.rollout import Episode
 
     assert turn_of_each_token([1, 1, 0, 0, 1, 1, 1, 0, 1]) == [1, 1, 0, 0, 2, 2, 2, 0, 3]
@@ -299,17 +306,25 @@ def test_reward_to_go_leaves_out_what_has_no_score():
 
     group = [episode(0.0, 0.6), episode(0.6, 0.6), episode(0.6, 0.0), episode(None, 0.6), episode(0.6, None),
              episode(0.5, 0.6)]
-    advantages = reward_to_go_advantages(group * 2, 6, 8, "none")[:6]
+    advantages = turn_advantages(group * 2, 6, 8, "none")[:6]
     assert advantages.shape == (6, 8)
     turn_1 = [0.12, 0.12, -0.48, 0.12, 0.0, 0.12]  # final minus the mean final of the five scored
     turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0, 0.1]  # final minus turn 1: a repair, a keep, a break, ..., a gain
     for row, first, second in zip(advantages.tolist(), turn_1, turn_2):
         assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
+    # credit: turn, the same group: each turn's own score against the group's mean for that turn
+    # (turn 1: 0.0, 0.6, 0.6, 0.5 of the kept episodes with a turn-1 score, mean 0.425; turn 2: 0.6,
+    # 0.6, 0.0, 0.6, 0.6, mean 0.48). The failed turn 1 of the repaired episode is pushed down.
+    own = turn_advantages(group * 2, 6, 8, "none", credit="turn")[:6]
+    turn_1 = [-0.425, 0.175, 0.175, 0.0, 0.0, 0.075]
+    turn_2 = [0.12, 0.12, -0.48, 0.12, 0.0, 0.12]
+    for row, first, second in zip(own.tolist(), turn_1, turn_2):
+        assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
     # Scaled by the spread of every scored painting of the group's kept episodes, all turns.
     scored = [0.0, 0.6, 0.6, 0.6, 0.6, 0.0, 0.6, 0.5, 0.6]
     spread = torch.tensor(scored, dtype=torch.float64).std().item()
     for scale in ("group", "batch"):
-        scaled = reward_to_go_advantages(group, 6, 8, scale)
+        scaled = turn_advantages(group, 6, 8, scale)
         assert scaled == pytest.approx(advantages / (spread + 1e-4), rel=1e-4)
 
 
@@ -317,7 +332,7 @@ def test_reward_to_go_scaling_stays_in_the_rewards_units():
     """Revisions that all gained alike are divided by the spread of the paintings' rewards, not by
     the spread of the gains (0 here): the advantages stay the size of the gains over that spread."""
     from multiturn_trainer.episodes import EpisodeTokens
-    from multiturn_trainer.grpo import reward_to_go_advantages
+    from multiturn_trainer.grpo import turn_advantages
     from multiturn_trainer.rollout import Episode
 
     def episode(first, final):
@@ -327,10 +342,10 @@ def test_reward_to_go_scaling_stays_in_the_rewards_units():
         return made
 
     group = [episode(0.60 + 0.01 * i, 0.65 + 0.01 * i) for i in range(6)]
-    scaled = reward_to_go_advantages(group, 6, 4, "group")
+    scaled = turn_advantages(group, 6, 4, "group")
     assert scaled.abs().max() < 10
     spread = torch.tensor([e.turn_scores[t].total for e in group for t in (1, 2)], dtype=torch.float64).std()
     assert scaled[:, 2].tolist() == pytest.approx([0.05 / (spread.item() + 1e-4)] * 6, rel=1e-4)
     # All paintings alike: every value is 0, scaled or not.
     same = [episode(0.6, 0.6) for _ in range(6)]
-    assert torch.all(reward_to_go_advantages(same, 6, 4, "group") == 0)
+    assert torch.all(turn_advantages(same, 6, 4, "group") == 0)

@@ -127,12 +127,14 @@ def test_renamed_keys_name_the_new_key_and_recorded_configs_still_load(tmp_path)
         load_config(None, {"eval_steps": 2})
 
 
-def test_credit_is_checked_and_reward_to_go_scores_every_turn():
+def test_credit_is_checked_and_per_turn_credit_scores_every_turn():
     assert TrainConfig(turns=3).scored_turns() == [1, 3]
     assert TrainConfig(turns=3, credit="reward_to_go").scored_turns() == [1, 2, 3]
+    assert TrainConfig(turns=3, credit="turn").scored_turns() == [1, 2, 3]
     assert parse_config(["--credit", "reward_to_go"]).credit == "reward_to_go"
+    assert parse_config(["--credit", "turn"]).credit == "turn"
     with pytest.raises(ValueError, match="credit must be"):
-        TrainConfig(credit="turn")
+        TrainConfig(credit="token")
     with pytest.raises(ValueError, match="needs reward_turn last"):
         TrainConfig(credit="reward_to_go", reward_turn="best")
 
