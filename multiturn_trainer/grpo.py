@@ -358,6 +358,14 @@ def turn_advantages(episodes: list[Episode], generations: int, width: int, scale
                     credit: str = "reward_to_go") -> torch.Tensor:
     """Per-token advantages (B, width) for ``credit: reward_to_go`` or ``credit: turn``.
 
+    ``reward_to_go``: the episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... :
+    what turn k can still change is r_K - r_{k-1}, and r_{k-1} is fixed by the painting turn k
+    starts from, so subtracting it (a baseline that depends on turn k's state only) leaves the
+    policy gradient of r_K unbiased while a revision stops inheriting the luck of the turns
+    before it. Turn 1 has no painting to start from: its baseline is the group's mean final
+    reward, as in GRPO. So a revision that keeps its painting's reward earns 0, one that repairs
+    a failure +, one that breaks a pass -.
+
     ``turn``: every turn is its own GRPO problem, turn k's tokens carrying turn k's painting's
     score against the mean of the group's turn-k scores. The objective is then each painting's
     own score, not the final one: a turn 1 that fails is not credited with the repair its
@@ -365,19 +373,13 @@ def turn_advantages(episodes: list[Episode], generations: int, width: int, scale
     pushed up, and a passing turn 1 followed by a broken revision pushed down: in two demo runs
     that was 43 and 64 of 126 episodes).
 
-    The episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... : what turn k can
-    still change is r_K - r_{k-1}, and r_{k-1} is fixed by the painting turn k starts from, so
-    subtracting it (a baseline that depends on turn k's state only) leaves the policy gradient of
-    r_K unbiased while a revision stops inheriting the luck of the turns before it. Turn 1 has no
-    painting to start from: its baseline is the group's mean final reward, as in GRPO. So a
-    revision that keeps its painting's reward earns 0, one that repairs a failure +, one that
-    breaks a pass -. ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides every
-    turn's values by the spread of the rewards of all the group's (or batch's) scored paintings,
-    every turn: one unit for all turns, and 0 only where every painting scored the same, so every
-    gain is 0 too (a revision's gain divided by the spread of the revision gains alone blew up
-    ~10^4-fold in a group whose revisions all gained alike). Zero: environment tokens, padding, a
-    dropped episode (reward None), and a turn whose previous painting has no score (an
-    infrastructure failure).
+    ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides every turn's values by
+    the spread of the rewards of all the group's (or batch's) scored paintings, every turn: one
+    unit for all turns, and 0 only where every painting scored the same, so every gain is 0 too
+    (a revision's gain divided by the spread of the revision gains alone blew up ~10^4-fold in a
+    group whose revisions all gained alike). Zero: environment tokens, padding, a dropped episode
+    (reward None), and a turn whose painting (``turn``) or previous painting (``reward_to_go``)
+    has no score (an infrastructure failure).
     """
     turns = max((len(e.observations) for e in episodes), default=0)
     to_go = torch.full((len(episodes), max(turns, 1)), float("nan"), dtype=torch.float64)
@@ -389,18 +391,17 @@ def turn_advantages(episodes: list[Episode], generations: int, width: int, scale
             score = episode.turn_scores.get(k)
             if score is not None:
                 paintings[i, k - 1] = score.total
-            if credit == "turn":
-                continue
             previous = episode.turn_scores.get(k - 1)
             before = 0.0 if k == 1 else None if previous is None else previous.total
             if before is not None:
                 to_go[i, k - 1] = episode.reward - before
-    if credit == "turn":
-        to_go = paintings.clone()
-    centred = to_go.clone()
-    for column in range(centred.size(1) if credit == "turn" else 1):
-        values = to_go[:, column].view(-1, generations)
-        centred[:, column] = (values - values.nanmean(dim=1, keepdim=True)).reshape(-1)
+    # Centred on the group's mean: every turn's own score, or turn 1's reward to go (a revision's
+    # baseline is already its previous painting).
+    values = paintings if credit == "turn" else to_go
+    centred = values.clone()
+    for column in range(values.size(1) if credit == "turn" else 1):
+        group = values[:, column].view(-1, generations)
+        centred[:, column] = (group - group.nanmean(dim=1, keepdim=True)).reshape(-1)
     if scale == "group":
         spread = _spread(paintings.view(-1, generations * paintings.size(1)), dim=1)
         centred = centred / (spread.repeat_interleave(generations).unsqueeze(1) + 1e-4)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 from pathlib import Path
@@ -93,17 +94,24 @@ def first_and_last(store: RunStore, steps: int = 2) -> tuple[float, float]:
     return sum(first) / len(first), sum(last) / len(last)
 
 
+@functools.cache
+def _spaces_and_lengths(tokenizer, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whitespace characters and characters of every token's text (decoded once per tokenizer)."""
+    texts = [tokenizer.decode([i]) for i in range(vocab)]
+    return (torch.tensor([float(sum(c.isspace() for c in text)) for text in texts]),
+            torch.tensor([float(len(text)) for text in texts]))
+
+
 @torch.no_grad()
 def expected_space_share(trainer, sequences: list[tuple[list[int], int]], adapter: bool = True) -> float:
     """The feature as the policy itself expects it, teacher-forced on fixed ``sequences`` (full ids,
     reply length): the expected whitespace characters of the next token over its expected
-    characters, summed over every reply position, under the distribution replies are sampled from. No sampling, so none of the noise of a few dozen
-    replies. ``adapter=False`` reads the untrained start (the LoRA switched off)."""
+    characters, summed over every reply position, under the distribution replies are sampled
+    from. Nothing is sampled, so none of the noise of a few dozen replies. ``adapter=False``
+    reads the untrained start (the LoRA switched off)."""
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     model = trainer.model
-    texts = [tokenizer.decode([i]) for i in range(model.get_output_embeddings().weight.size(0))]
-    spaces = torch.tensor([float(sum(c.isspace() for c in text)) for text in texts])
-    lengths = torch.tensor([float(len(text)) for text in texts])
+    spaces, lengths = _spaces_and_lengths(tokenizer, model.get_output_embeddings().weight.size(0))
     # The distribution replies are drawn from: the run's temperature, top-k and top-p.
     sampling = LogitsProcessorList([TemperatureLogitsWarper(trainer.args.temperature),
                                     TopKLogitsWarper(trainer.args.top_k), TopPLogitsWarper(trainer.args.top_p)])
@@ -160,8 +168,7 @@ def test_a_reward_preferring_a_sketch_feature_rises_and_its_negative_falls(untra
     raised, lowered = expected_space_share(up_trainer, sequences), expected_space_share(down_trainer, sequences)
     assert raised > start + 0.02 and lowered < start - 0.02, (start, raised, lowered)
     # And what the runs sampled: the replies' share, first two steps against the last two
-    # (0.107 -> 0.170 and
-    # 0.105 -> 0.057 here). Sampled, so only the direction is asserted.
+    # (0.107 -> 0.170 and 0.105 -> 0.057 here). Sampled, so only the direction is asserted.
     up_first, up_last = first_and_last(up)
     down_first, down_last = first_and_last(down)
     assert up_last > up_first, (up_first, up_last)
