@@ -68,6 +68,7 @@ class TrainConfig:
         'same objective, the final reward, with a baseline per turn. Scores every turn; needs reward_turn last. '
         '"turn": turn k is credited with its own painting\'s score against its group\'s turn-k mean (each turn its '
         'own GRPO problem; a failed turn 1 is not credited with its revision\'s repair). Scores every turn. '
+        '"turn_then_to_go": turn 1 as "turn", each revision as "reward_to_go"; needs reward_turn last. '
         'scale_rewards group/batch divides every turn by the spread of all the group\'s/batch\'s painting rewards.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
@@ -200,10 +201,11 @@ class TrainConfig:
             raise ValueError(f"turns must be >= 1, got {self.turns}")
         if self.reward_turn not in ("last", "best"):
             raise ValueError(f"reward_turn must be 'last' or 'best', got {self.reward_turn!r}")
-        if self.credit not in ("episode", "reward_to_go", "turn"):
-            raise ValueError(f"credit must be 'episode', 'reward_to_go' or 'turn', got {self.credit!r}")
-        if self.credit == "reward_to_go" and self.reward_turn != "last":
-            raise ValueError("credit reward_to_go telescopes to the final painting's reward: it needs reward_turn last")
+        if self.credit not in ("episode", "reward_to_go", "turn", "turn_then_to_go"):
+            raise ValueError(
+                f"credit must be 'episode', 'reward_to_go', 'turn' or 'turn_then_to_go', got {self.credit!r}")
+        if self.credit in ("reward_to_go", "turn_then_to_go") and self.reward_turn != "last":
+            raise ValueError(f"credit {self.credit} telescopes to the final painting's reward: it needs reward_turn last")
         if self.num_generations < 2:
             raise ValueError("num_generations must be >= 2: GRPO compares episodes within a group")
         if not self.subjects:

@@ -11,7 +11,8 @@ How it plugs into TRL 1.16 (pinned; ``check_trl_pin`` fails loudly on another ve
   advantages and drops ``None`` rewards from the group baseline.
 * With ``credit: reward_to_go`` the advantages become per token (TRL 1.16's loss takes a
   (B, T) tensor): turn k's tokens carry its reward to go (``turn_advantages``); with
-  ``credit: turn``, its own painting's score against its group's turn k.
+  ``credit: turn``, its own painting's score against its group's turn k; with
+  ``credit: turn_then_to_go``, turn 1 its own score and each revision its reward to go.
 * TRL's rollout path forgets images made inside an episode, so ``_generate_and_score_completions``
   adds them back (pixel values, grids, ``mm_token_type_ids``, image counts) before the loss
   pass, and recomputes old/reference log-probs with them when TRL needed those.
@@ -356,7 +357,7 @@ def turn_of_each_token(env_mask: list[int]) -> list[int]:
 
 def turn_advantages(episodes: list[Episode], generations: int, width: int, scale: str,
                     credit: str = "reward_to_go") -> torch.Tensor:
-    """Per-token advantages (B, width) for ``credit: reward_to_go`` or ``credit: turn``.
+    """Per-token advantages (B, width) for ``credit: reward_to_go``, ``turn`` or ``turn_then_to_go``.
 
     ``reward_to_go``: the episode's reward is its last painting's, r_K = r_1 + (r_2 - r_1) + ... :
     what turn k can still change is r_K - r_{k-1}, and r_{k-1} is fixed by the painting turn k
@@ -372,6 +373,12 @@ def turn_advantages(episodes: list[Episode], generations: int, width: int, scale
     revision made (under ``episode`` credit a failed turn 1 followed by a passing revision was
     pushed up, and a passing turn 1 followed by a broken revision pushed down: in two demo runs
     that was 43 and 64 of 126 episodes).
+
+    ``turn_then_to_go``: turn 1 as ``turn`` (its own painting against the group's turn-1 mean:
+    a failed first sketch is pushed down whatever its revision repairs), each revision as
+    ``reward_to_go`` (r_K - r_{k-1}: what it changed over the painting it started from). Under
+    ``turn`` a revision was judged against revisions that started from other paintings; under
+    ``reward_to_go`` turn 1 was credited with its revisions' repairs.
 
     ``scale`` as TRL's ``scale_rewards`` (group, batch or none) divides every turn's values by
     the spread of the rewards of all the group's (or batch's) scored paintings, every turn: one
@@ -395,9 +402,11 @@ def turn_advantages(episodes: list[Episode], generations: int, width: int, scale
             before = 0.0 if k == 1 else None if previous is None else previous.total
             if before is not None:
                 to_go[i, k - 1] = episode.reward - before
-    # Centred on the group's mean: every turn's own score, or turn 1's reward to go (a revision's
-    # baseline is already its previous painting).
-    values = paintings if credit == "turn" else to_go
+    # Centred on the group's mean: every turn's own score, or turn 1's (own score or reward to go;
+    # a revision's baseline is already its previous painting).
+    values = paintings if credit == "turn" else to_go.clone()
+    if credit == "turn_then_to_go":
+        values[:, 0] = paintings[:, 0]
     centred = values.clone()
     for column in range(values.size(1) if credit == "turn" else 1):
         group = values[:, column].view(-1, generations)

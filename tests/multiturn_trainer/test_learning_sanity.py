@@ -248,12 +248,13 @@ def test_environment_tokens_never_receive_gradient(untrained_policy, environment
     assert checked_env > 0 and checked_policy > 0
 
 
-@pytest.mark.parametrize("credit", ["reward_to_go", "turn"])
+@pytest.mark.parametrize("credit", ["reward_to_go", "turn", "turn_then_to_go"])
 def test_per_turn_credit_reaches_the_loss_token_by_token(untrained_policy, environments, tmp_path, credit):
     """``credit: reward_to_go``: turn 1's tokens carry the final reward against its group's mean,
     turn 2's the final minus turn 1's reward. ``credit: turn``: turn k's tokens carry turn k's own
-    score against its group's turn-k mean. The loss (micro-batched as a preset would) receives
-    those per-token advantages."""
+    score against its group's turn-k mean. ``credit: turn_then_to_go``: turn 1 as ``turn``,
+    turn 2 as ``reward_to_go``. The loss (micro-batched as a preset would) receives those
+    per-token advantages."""
     config = sanity_config(untrained_policy, tmp_path / credit, turns=2, num_generations=4, prompts_per_step=2,
                            steps=1, credit=credit, micro_batch_size=2)
     assert config.scored_turns() == [1, 2]
@@ -277,10 +278,8 @@ def test_per_turn_credit_reaches_the_loss_token_by_token(untrained_policy, envir
         gains = [final - first for first, final in zip(firsts, finals)]
         assert len(set(gains)) > 1, "the test reward must vary the turn gain within a group"
         for episode, first, final, gain in zip(group, firsts, finals, gains):
-            if credit == "reward_to_go":
-                expected_first, expected_revision = final - sum(finals) / 4, gain
-            else:
-                expected_first, expected_revision = first - sum(firsts) / 4, final - sum(finals) / 4
+            expected_first = {"reward_to_go": final - sum(finals) / 4}.get(credit, first - sum(firsts) / 4)
+            expected_revision = {"turn": final - sum(finals) / 4}.get(credit, gain)
             row = advantages[episodes.index(episode)]
             mask = episode.tokens.env_mask
             environment_seen = False
@@ -326,6 +325,11 @@ def test_reward_to_go_leaves_out_what_has_no_score():
     turn_1 = [-0.425, 0.175, 0.175, 0.0, 0.0, 0.075]
     turn_2 = [0.12, 0.12, -0.48, 0.12, 0.0, 0.12]
     for row, first, second in zip(own.tolist(), turn_1, turn_2):
+        assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
+    # credit: turn_then_to_go: turn 1 as turn (its own score), turn 2 as reward_to_go (its gain).
+    mixed = turn_advantages(group * 2, 6, 8, "none", credit="turn_then_to_go")[:6]
+    turn_2 = [0.6, 0.0, -0.6, 0.0, 0.0, 0.1]
+    for row, first, second in zip(mixed.tolist(), turn_1, turn_2):
         assert row == pytest.approx([first, first, 0, 0, second, second, 0, 0], abs=1e-6)
     # Scaled by the spread of every scored painting of the group's kept episodes, all turns.
     scored = [0.0, 0.6, 0.6, 0.6, 0.6, 0.0, 0.6, 0.5, 0.6]

@@ -131,12 +131,15 @@ def test_credit_is_checked_and_per_turn_credit_scores_every_turn():
     assert TrainConfig(turns=3).scored_turns() == [1, 3]
     assert TrainConfig(turns=3, credit="reward_to_go").scored_turns() == [1, 2, 3]
     assert TrainConfig(turns=3, credit="turn").scored_turns() == [1, 2, 3]
+    assert TrainConfig(turns=3, credit="turn_then_to_go").scored_turns() == [1, 2, 3]
     assert parse_config(["--credit", "reward_to_go"]).credit == "reward_to_go"
     assert parse_config(["--credit", "turn"]).credit == "turn"
     with pytest.raises(ValueError, match="credit must be"):
         TrainConfig(credit="token")
     with pytest.raises(ValueError, match="needs reward_turn last"):
         TrainConfig(credit="reward_to_go", reward_turn="best")
+    with pytest.raises(ValueError, match="needs reward_turn last"):
+        TrainConfig(credit="turn_then_to_go", reward_turn="best")
 
 
 def test_grpo_config_takes_the_fields_it_shares_from_one_list(tmp_path):
