@@ -293,6 +293,40 @@ def test_per_turn_credit_reaches_the_loss_token_by_token(untrained_policy, envir
             assert torch.all(row[len(mask):] == 0)
 
 
+@pytest.mark.parametrize("credit", ["reward_to_go", "turn", "turn_then_to_go"])
+def test_per_turn_credit_on_one_turn_is_grpos_own_advantage(untrained_policy, environments, tmp_path, credit,
+                                                             monkeypatch):
+    """The single-turn arm of ``bench learn`` (and any ``turns: 1`` run) keeps the preset's credit:
+    on one turn every per-turn scheme must hand each reply the advantage TRL's GRPO computed for it
+    (reward minus its group's mean over the group's spread), on every one of its tokens."""
+    from trl import GRPOTrainer
+
+    config = sanity_config(untrained_policy, tmp_path / credit, num_generations=4, prompts_per_step=2, steps=1,
+                           credit=credit, micro_batch_size=2)
+    grpo_own, ours = [], []
+    original = GRPOTrainer._generate_and_score_completions
+
+    def record_trl(self, inputs):
+        output = original(self, inputs)
+        grpo_own.append(output["advantages"].detach().clone())
+        return output
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", record_trl)
+
+    def capture(trainer):
+        after_each_call(trainer, "_generate_and_score_completions",
+                        lambda _, output: ours.append(output["advantages"].detach().clone()))
+
+    trainer, _ = run_training(config, environments, FeatureReward(+1), before_train=capture)
+    [expected], [advantages] = grpo_own, ours
+    assert expected.shape == (8,) and advantages.dim() == 2 and expected.abs().sum() > 0
+    for row, episode in enumerate(trainer.last_episode_batch.episodes):
+        width = len(episode.tokens.env_mask)
+        assert all(episode.tokens.env_mask), "one turn: every completion token is the policy's"
+        assert advantages[row, :width] == pytest.approx(torch.full((width,), float(expected[row])), abs=1e-5)
+        assert torch.all(advantages[row, width:] == 0)
+
+
 def test_reward_to_go_leaves_out_what_has_no_score():
     """A dropped episode (reward None) and a turn whose previous painting has no score (an
     infrastructure failure) get no credit, and stay out of their group's mean."""
