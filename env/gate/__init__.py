@@ -16,7 +16,7 @@ of mixins, one concern each: ``visit_state`` (shared state, findings), ``visit_t
 object kinds), ``visit_members`` and ``visit_calls`` (pass 2's checks).
 """
 
-from env.gate.analysis import MAX_DETAILS, MAX_SYNTAX_ERROR_DETAILS, GateVerdict, static_gate
+from env.gate.analysis import MAX_DETAILS, MAX_SYNTAX_ERROR_DETAILS, GateVerdict, check_code, static_gate
 from env.gate.extract import ExtractResult, extract_sketch
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "MAX_SYNTAX_ERROR_DETAILS",
     "ExtractResult",
     "GateVerdict",
+    "check_code",
     "extract_sketch",
     "static_gate",
 ]

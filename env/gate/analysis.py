@@ -95,7 +95,16 @@ def static_gate(reply: str | bytes, contract: SketchContract = SketchContract())
     if extracted.code is None:
         details = extracted.details or [REASON_CODES[code] for code in extracted.violations]
         return GateVerdict(False, None, _unique(extracted.violations), details, _empty_stats())
-    analyzer = _SketchAnalyzer(extracted.code, contract)
+    return check_code(extracted.code, contract)
+
+
+def check_code(code: str, contract: SketchContract = SketchContract()) -> GateVerdict:
+    """Check a sketch that is already code (no reply to extract it from): the result of an
+    edit reply applied to the episode's current sketch (``env.edits``) goes through the very
+    checks a full sketch does, so an edit cannot smuggle in what a full sketch could not."""
+    if contract is None:
+        contract = SketchContract()
+    analyzer = _SketchAnalyzer(code, contract)
     analyzer.run()
     findings = sorted(analyzer.findings)
     violations = _unique(finding.code for finding in findings)
@@ -103,4 +112,4 @@ def static_gate(reply: str | bytes, contract: SketchContract = SketchContract())
     if len(details) > MAX_DETAILS:
         omitted = len(details) - MAX_DETAILS
         details = details[:MAX_DETAILS] + [f"... {omitted} more findings omitted"]
-    return GateVerdict(not violations, extracted.code, violations, details, analyzer.stats)
+    return GateVerdict(not violations, code, violations, details, analyzer.stats)
