@@ -234,7 +234,19 @@ RUNTIME_REASON_CODES: dict[str, str] = {
     "infrastructure_error": "The renderer failed for reasons unrelated to the sketch; it was not judged.",
 }
 
-REASON_CODES: dict[str, str] = {**STATIC_REASON_CODES, **RUNTIME_REASON_CODES}
+# An edit reply (SEARCH/REPLACE blocks, ``env.edits``) that cannot be applied: the turn fails,
+# nothing of the reply is applied and the episode's sketch stays as it was.
+EDIT_REASON_CODES: dict[str, str] = {
+    "edit_no_sketch": "The reply sends SEARCH/REPLACE edits but there is no sketch to edit yet; send the complete sketch in one ```js block.",
+    "edit_malformed": "An edit block is not well formed: a <<<<<<< SEARCH line, the exact lines to change, a ======= line, their replacement, then a >>>>>>> REPLACE line.",
+    "edit_no_match": "The SEARCH text of an edit block is not in the current sketch; copy the lines exactly as they are.",
+    "edit_ambiguous": "The SEARCH text of an edit block occurs more than once in the current sketch; quote more lines so it matches one place.",
+    "edit_empty_result": "The edits leave an empty sketch.",
+    "edit_too_long": "The edits make the sketch longer than the allowed size.",
+    "edit_too_many_blocks": "The reply holds more edit blocks than allowed; send fewer, larger edits or the complete sketch.",
+}
+
+REASON_CODES: dict[str, str] = {**STATIC_REASON_CODES, **RUNTIME_REASON_CODES, **EDIT_REASON_CODES}
 
 
 def _as_name_tuple(value: Any, field_name: str) -> tuple[str, ...]:
