@@ -35,9 +35,10 @@ def first_turn_messages(
     subject: str,
     contract: SketchContract | None = None,
     enable_thinking: bool = False,
+    revision_format: str = "full",
 ) -> list[Message]:
     """System prompt (the contract) and the task: everything the policy sees on turn 1."""
-    system, task = first_turn_prompt(subject, contract, enable_thinking)
+    system, task = first_turn_prompt(subject, contract, enable_thinking, revision_format)
     return [
         {"role": "system", "content": [text_part(system)]},
         {"role": "user", "content": [text_part(task)]},
@@ -59,35 +60,46 @@ def append_turn(
     feedback: str,
     turn: int,
     turns: int,
+    revision_format: str = "full",
+    code: str | None = None,
 ) -> list[Message]:
     """A new list: ``messages`` plus the assistant's reply and the user message opening ``turn``."""
     return [
         *messages,
         {"role": "assistant", "content": [text_part(assistant_reply)]},
-        {"role": "user", "content": revision_content(painting_png, feedback, turn, turns)},
+        {"role": "user", "content": revision_content(painting_png, feedback, turn, turns, revision_format, code)},
     ]
 
 
-def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns: int) -> list[dict[str, Any]]:
+def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns: int,
+                     revision_format: str = "full", code: str | None = None) -> list[dict[str, Any]]:
     """The content of the user message opening ``turn``: the previous painting and the feedback.
 
     ``turn`` is the turn being opened (2..turns), as in ``revision_prompt``. The message
     shows the painting of turn ``turn - 1`` when the render produced one; otherwise it says
     there is none, so the model never mistakes a missing image for a blank painting.
+    ``code``: the current sketch when the environment says to show it (``show_code``).
     """
     previous = turn - 1
+    prompt = revision_prompt(feedback, turn, turns, revision_format, code)
     if painting_png is not None:
         return [
             text_part(f"Your painting from turn {previous}:"),
             image_part(painting_image(painting_png)),
-            text_part(revision_prompt(feedback, turn, turns)),
+            text_part(prompt),
         ]
     return [
         text_part(
-            f"Your sketch from turn {previous} produced no painting, so there is no image to show.\n\n"
-            + revision_prompt(feedback, turn, turns)
+            f"Your sketch from turn {previous} produced no painting, so there is no image to show.\n\n" + prompt
         )
     ]
+
+
+def observation_content(observation, turn: int, turns: int, revision_format: str = "full") -> list[dict[str, Any]]:
+    """``revision_content`` for an environment's turn record (``env.turn.TurnObservation``): its
+    painting, its feedback and, when the environment says so, the current sketch."""
+    code = observation.code if observation.show_code else None
+    return revision_content(observation.png, observation.feedback, turn, turns, revision_format, code)
 
 
 def png_bytes(image: Image.Image) -> bytes:

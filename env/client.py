@@ -28,7 +28,7 @@ DEFAULT_MESSAGE_TIMEOUT_S = 900.0
 
 
 class WatercolourEnv(EnvClient[WatercolourAction, WatercolourObservation, WatercolourState]):
-    """Typed client: ``reset(subject=..., seed=..., turns=...)`` and ``step(WatercolourAction)``."""
+    """Typed client: ``reset(subject=..., seed=..., turns=..., revision_format=...)`` and ``step(WatercolourAction)``."""
 
     def __init__(self, base_url: Optional[str] = None, message_timeout_s: float = DEFAULT_MESSAGE_TIMEOUT_S,
                  token: Optional[str] = None, **kwargs: Any):
@@ -83,7 +83,8 @@ def turn_from_wire(observation: WatercolourObservation) -> TurnObservation:
     """The record ``env.turn.turn_observation`` made on the server, back from its wire form."""
     metadata = observation.metadata
     return TurnObservation(
-        turn=observation.turn, turns_left=observation.turns_left, code=metadata.get("code"), png=png_bytes(observation),
+        turn=observation.turn, turns_left=observation.turns_left, code=observation.code, show_code=observation.show_code,
+        png=png_bytes(observation),
         passed=observation.passed, violations=list(observation.violations), errors=list(observation.errors),
         paint_fraction=observation.paint_fraction, render_ms=observation.render_ms, feedback=observation.feedback,
         infrastructure_failed=infrastructure_failed(observation),

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from env.contract import SketchContract
-from env.gate import GateVerdict, static_gate
+from env.edits import resolve_turn
+from env.gate import GateVerdict, check_code, static_gate
+from env.gate.analysis import _empty_stats as empty_stats
 from env.renderer import RendererPool, RenderResult, SyncRenderer
 from env.text import safe_lines, safe_text
 
@@ -81,16 +83,32 @@ def combine(verdict: GateVerdict, render: RenderResult | None) -> SketchOutcome:
     )
 
 
+def gate_turn(reply: str | bytes, current: str | None, contract: SketchContract) -> GateVerdict:
+    """The static verdict on what ``reply`` makes of the episode's current sketch ``current``.
+
+    An edit reply (``env.edits``) is applied to ``current`` and the result is checked as code;
+    a failed edit is a verdict with its ``edit_*`` code and no code (nothing is rendered, and
+    the environment keeps ``current``). Any other reply is a full sketch, extracted as ever."""
+    resolved = resolve_turn(reply, current, contract)
+    if not resolved.edited:
+        return static_gate(reply, contract)
+    if resolved.failed:
+        return GateVerdict(False, None, list(resolved.violations), list(resolved.details), empty_stats())
+    return check_code(resolved.code, contract)
+
+
 async def evaluate_reply(
     reply: str | bytes,
     pool: RendererPool,
     seed: int = 0,
     contract: SketchContract | None = None,
     deadline_s: float | None = None,
+    current: str | None = None,
 ) -> SketchOutcome:
-    """Gate and render the model's raw reply. Never raises for anything in the reply."""
+    """Gate and render the model's raw reply, applied to the episode's current sketch ``current``
+    (None on turn 1). Never raises for anything in the reply."""
     contract = contract or pool.contract
-    verdict = static_gate(reply, contract)
+    verdict = gate_turn(reply, current, contract)
     if not should_render(verdict):
         return combine(verdict, None)
     render = await pool.render(verdict.code, seed=seed, deadline_s=deadline_s)
@@ -109,17 +127,22 @@ class SketchEvaluator:
         self._renderer = SyncRenderer(contract=self.contract, **pool_kwargs)
         self.pool = self._renderer.pool
 
-    def submit(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> concurrent.futures.Future:
-        return self._renderer.submit(evaluate_reply(reply, self.pool, seed, self.contract, deadline_s))
+    def submit(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None,
+               current: str | None = None) -> concurrent.futures.Future:
+        return self._renderer.submit(evaluate_reply(reply, self.pool, seed, self.contract, deadline_s, current))
 
-    def evaluate(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> SketchOutcome:
-        return self.submit(reply, seed, deadline_s).result()
+    def evaluate(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None,
+                 current: str | None = None) -> SketchOutcome:
+        return self.submit(reply, seed, deadline_s, current).result()
 
-    async def evaluate_async(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None) -> SketchOutcome:
-        return await asyncio.wrap_future(self.submit(reply, seed, deadline_s))
+    async def evaluate_async(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None,
+                             current: str | None = None) -> SketchOutcome:
+        return await asyncio.wrap_future(self.submit(reply, seed, deadline_s, current))
 
-    def evaluate_many(self, replies: list[str | bytes], seeds: list[int], deadline_s: float | None = None) -> list[SketchOutcome]:
-        futures = [self.submit(r, s, deadline_s) for r, s in zip(replies, seeds)]
+    def evaluate_many(self, replies: list[str | bytes], seeds: list[int], deadline_s: float | None = None,
+                      currents: list[str | None] | None = None) -> list[SketchOutcome]:
+        currents = currents if currents is not None else [None] * len(replies)
+        futures = [self.submit(r, s, deadline_s, c) for r, s, c in zip(replies, seeds, currents)]
         return [f.result() for f in futures]
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from env.models import (
     WatercolourResetParams,
     WatercolourState,
 )
-from env.turn import infrastructure_outcome, turn_observation
+from env.turn import EpisodeSketch, infrastructure_outcome, turn_observation
 
 ENVIRONMENT_NAME = "watercolour"
 ENVIRONMENT_VERSION = "0.1.0"
@@ -84,12 +84,12 @@ atexit.register(DEFAULT_EVALUATOR.close)
 EvaluatorSource = Union[SketchEvaluator, SharedEvaluator]
 
 
-def task_statement(subject: str, turns: int, contract: SketchContract) -> str:
+def task_statement(subject: str, turns: int, contract: SketchContract, revision_format: str = "full") -> str:
     """The first message of an episode: the system prompt and the task the trainer's policy sees
     on turn 1 (``env.prompts.first_turn_prompt``, one source), so a remote client's model is
     asked exactly what the trained model was. ``turns`` is reported by the observation's
     ``turns_left``; the trained prompt does not state it, so neither does this."""
-    system, task = first_turn_prompt(subject, contract)
+    system, task = first_turn_prompt(subject, contract, revision_format=revision_format)
     return f"{system}\n\n{task}"
 
 
@@ -108,6 +108,7 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         super().__init__()
         self._evaluator_source = evaluator if evaluator is not None else DEFAULT_EVALUATOR
         self._state = WatercolourState()
+        self._sketch = EpisodeSketch()
         self._started = False
 
     # --- openenv interface -------------------------------------------------------------
@@ -132,12 +133,14 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             subject=params.subject,
             seed=chosen_seed,
             turns=params.turns,
+            revision_format=params.revision_format,
         )
+        self._sketch = EpisodeSketch()
         self._started = True
         return WatercolourObservation(
             turn=0,
             turns_left=params.turns,
-            feedback=task_statement(params.subject, params.turns, self._contract()),
+            feedback=task_statement(params.subject, params.turns, self._contract(), params.revision_format),
             done=False,
             reward=None,
             metadata=self._episode_metadata(),
@@ -161,10 +164,11 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         turn = self._begin_turn(action)
         try:
             evaluator = self._evaluator()
-            outcome = evaluator.evaluate(action.response, self._state.seed, deadline_s=timeout_s)
+            outcome = evaluator.evaluate(action.response, self._state.seed, deadline_s=timeout_s,
+                                         current=self._sketch.current)
         except Exception as exc:  # the renderer itself broke: not the sketch's fault
             outcome = infrastructure_outcome(exc)
-        return self._finish_turn(turn, outcome)
+        return self._finish_turn(turn, action.response, outcome)
 
     async def step_async(
         self,
@@ -177,10 +181,11 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         turn = self._begin_turn(action)
         try:
             evaluator = await asyncio.to_thread(self._evaluator)
-            outcome = await evaluator.evaluate_async(action.response, self._state.seed, deadline_s=timeout_s)
+            outcome = await evaluator.evaluate_async(action.response, self._state.seed, deadline_s=timeout_s,
+                                                     current=self._sketch.current)
         except Exception as exc:  # the renderer itself broke: not the sketch's fault
             outcome = infrastructure_outcome(exc)
-        return self._finish_turn(turn, outcome)
+        return self._finish_turn(turn, action.response, outcome)
 
     @property
     def state(self) -> WatercolourState:
@@ -219,8 +224,11 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         self._state.done = self._state.step_count >= self._state.turns
         return self._state.step_count
 
-    def _finish_turn(self, turn: int, outcome: SketchOutcome) -> WatercolourObservation:
-        record = turn_observation(outcome, turn, self._state.turns, self._contract())
+    def _finish_turn(self, turn: int, reply: str, outcome: SketchOutcome) -> WatercolourObservation:
+        # The session keeps the episode's sketch: an edit reply applies to it, and every
+        # observation carries it, so no client has to rebuild it from the replies.
+        record = turn_observation(outcome, turn, self._state.turns, self._contract(), self._state.revision_format,
+                                  self._sketch.advance(reply, outcome))
         if record.infrastructure_failed:
             self._state.infrastructure_failures += 1
         self._state.last_passed = record.passed
@@ -234,6 +242,8 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             turn=record.turn,
             turns_left=record.turns_left,
             feedback=record.feedback,
+            code=record.code,
+            show_code=record.show_code,
             done=record.turns_left == 0,
             reward=None,
             metadata={
@@ -242,7 +252,6 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
                 "infrastructure_failed": record.infrastructure_failed,
                 "infrastructure_error": record.infrastructure_error,
                 "rendered": record.rendered,
-                "code": record.code,
                 "details": record.details[:MAX_METADATA_DETAILS],
                 "stats": record.stats,
             },

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from env.contract import REASON_CODES, SketchContract
 from env.core import SketchOutcome
+from env.prompts import revision_reply_format
 
 MAX_FEEDBACK_CHARS = 1200
 MAX_DETAIL_LINES = 5
 MAX_ERROR_LINES = 3
 MAX_LINE_CHARS = 160
-
-REPLY_FORMAT = "the complete sketch in one ```js block"
 
 
 def feedback_text(
@@ -25,28 +24,30 @@ def feedback_text(
     turn: int,
     turns_left: int,
     contract: SketchContract | None = None,
+    revision_format: str = "full",
 ) -> str:
     """Short plain-text feedback for the turn after ``turn``; at most MAX_FEEDBACK_CHARS."""
     contract = contract or SketchContract()
+    revise = revision_reply_format(revision_format)
     header = f"Turn {turn} of {turn + turns_left}: "
     if outcome.infrastructure_error is not None:
         # The sketch was never judged; telling the model it failed would teach it nonsense.
         return _join(
             [header + "the renderer failed for reasons unrelated to your sketch, so this turn was not judged."],
-            [_next_step(turns_left, f"Send {REPLY_FORMAT} again.")],
+            [_next_step(turns_left, f"Send {revise} again.")],
         )
     if outcome.passed:
         return _join(
             [header + "your sketch passed the gate."],
             [
                 _painting_line(outcome, contract),
-                _next_step(turns_left, f"Look at your painting, decide what to change, and reply with {REPLY_FORMAT}."),
+                _next_step(turns_left, f"Look at your painting, decide what to change, and reply with {revise}."),
             ],
         )
 
     tail = [
         _painting_line(outcome, contract),
-        _next_step(turns_left, f"Fix these problems and reply with {REPLY_FORMAT}."),
+        _next_step(turns_left, f"Fix these problems and reply with {revise}."),
     ]
     lines = [header + "your sketch did not pass the gate."]
     # The tail (painting line, next step) always fits; the sections above share the rest.

@@ -7,7 +7,7 @@ ARCHITECTURE.md; change them only together with the server, the client and the d
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -55,6 +55,16 @@ class WatercolourObservation(Observation):
     turn: int = Field(default=0, ge=0, description="Turns taken so far; 0 right after reset.")
     turns_left: int = Field(default=0, ge=0, description="Turns still allowed in this episode.")
     feedback: str = Field(default="", description="Text for the model's next turn (the task statement after reset).")
+    code: Optional[str] = Field(
+        default=None,
+        description=("The episode's current sketch after this turn, which the next edit reply applies to "
+                     "(unchanged when this turn's edit failed or its reply held no sketch); None before any sketch."),
+    )
+    show_code: bool = Field(
+        default=False,
+        description=("True when the conversation does not hold `code` verbatim (an edit produced it): "
+                     "show it in the next revision message so SEARCH text can quote it."),
+    )
 
 
 class WatercolourState(State):
@@ -63,6 +73,7 @@ class WatercolourState(State):
     subject: str = Field(default="", description="What the episode asks the model to paint.")
     seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Render seed, the same for every turn.")
     turns: int = Field(default=DEFAULT_TURNS, ge=MIN_TURNS, le=MAX_TURNS, description="Turns in the episode.")
+    revision_format: str = Field(default="full", description="What revision turns are asked for: 'full' or 'edit'.")
     done: bool = Field(default=False, description="True once all turns are taken.")
     last_passed: Optional[bool] = Field(default=None, description="Gate verdict of the latest turn.")
     infrastructure_failures: int = Field(
@@ -78,6 +89,8 @@ class WatercolourResetParams(BaseModel):
     subject: str = Field(default=DEFAULT_SUBJECT, min_length=1, max_length=MAX_SUBJECT_CHARS)
     seed: Optional[int] = Field(default=None, ge=0, le=MAX_SEED)
     turns: int = Field(default=DEFAULT_TURNS, ge=MIN_TURNS, le=MAX_TURNS)
+    # What the feedback asks revisions to be; replies of either form are accepted.
+    revision_format: Literal["full", "edit"] = "full"
     episode_id: Optional[str] = Field(default=None, min_length=1, max_length=255)
 
     @field_validator("subject")

@@ -104,6 +104,25 @@ _TEMPTING_P5_NAMES = (
 )
 
 REPLY_FORMAT = "the complete sketch in one ```js block"
+# What a revision turn asks for (config ``revision_format``): the whole sketch again, or edits
+# to the sketch the environment holds (``env.edits``). The environment accepts either form.
+REVISION_FORMATS = ("full", "edit")
+EDIT_REPLY_FORMAT = "SEARCH/REPLACE edit blocks that change your current sketch"
+EDIT_BLOCK_SHAPE = (
+    "<<<<<<< SEARCH\n(lines copied exactly from your current sketch)\n=======\n(the lines that replace them)\n"
+    ">>>>>>> REPLACE"
+)
+
+
+def check_revision_format(revision_format: str) -> str:
+    if revision_format not in REVISION_FORMATS:
+        raise ValueError(f"revision_format must be one of {', '.join(REVISION_FORMATS)}, not {revision_format!r}")
+    return revision_format
+
+
+def revision_reply_format(revision_format: str = "full") -> str:
+    """How the model is asked to reply on a revision turn."""
+    return EDIT_REPLY_FORMAT if check_revision_format(revision_format) == "edit" else REPLY_FORMAT
 
 
 def brush_signature(method: str) -> str:
@@ -127,7 +146,8 @@ def allowed_brush_lines(contract: SketchContract = SketchContract()) -> list[str
     return lines
 
 
-def system_prompt(contract: SketchContract = SketchContract(), enable_thinking: bool = False) -> str:
+def system_prompt(contract: SketchContract = SketchContract(), enable_thinking: bool = False,
+                  revision_format: str = "full") -> str:
     """The system message: the sketch contract, composition guidance and the reply format."""
     contract = contract or SketchContract()
     allowed = set(contract.brush_methods)
@@ -146,7 +166,7 @@ def system_prompt(contract: SketchContract = SketchContract(), enable_thinking: 
         + ".\nPlain JavaScript is fine too: const/let, functions, loops, arrays, objects, classes and Math.",
         "## Forbidden (the sketch fails the gate)\n" + "\n".join(_forbidden_lines(contract)),
         "## Composition\n" + "\n".join(_composition_lines(allowed)),
-        "## Reply format\n" + _reply_format(enable_thinking),
+        "## Reply format\n" + _reply_format(enable_thinking, revision_format),
     ]
     return "\n\n".join(sections)
 
@@ -207,7 +227,7 @@ def _composition_lines(allowed: set[str]) -> list[str]:
     return lines
 
 
-def _reply_format(enable_thinking: bool) -> str:
+def _reply_format(enable_thinking: bool, revision_format: str = "full") -> str:
     if enable_thinking:
         opening = (
             "Think about the composition first (layers, colours, where each shape goes); "
@@ -215,9 +235,16 @@ def _reply_format(enable_thinking: bool) -> str:
         )
     else:
         opening = "Reply with"
+    if check_revision_format(revision_format) == "full":
+        return (
+            f"{opening} {REPLY_FORMAT}: the whole sketch from setup() to the end of draw(), never a "
+            "fragment or a diff, and nothing after the block."
+        )
     return (
-        f"{opening} {REPLY_FORMAT}: the whole sketch from setup() to the end of draw(), never a "
-        "fragment or a diff, and nothing after the block."
+        f"{opening} {REPLY_FORMAT}: the whole sketch from setup() to the end of draw(), and nothing "
+        "after the block. When you revise, send only the changes, as edit blocks applied in order "
+        f"to your current sketch:\n{EDIT_BLOCK_SHAPE}\nThe SEARCH lines must match one place of the "
+        "current sketch exactly. Send the complete sketch again only when most of it changes."
     )
 
 
@@ -230,20 +257,23 @@ def task_prompt(subject: str) -> str:
 
 
 def first_turn_prompt(subject: str, contract: SketchContract | None = None,
-                      enable_thinking: bool = False) -> tuple[str, str]:
+                      enable_thinking: bool = False, revision_format: str = "full") -> tuple[str, str]:
     """(system message, first user message) of an episode: the one source of turn 1.
 
     The trainer's chat messages and the OpenEnv environment's task statement are both built
     from this, so a remote client sees exactly what the trained model saw.
     """
-    return system_prompt(contract or SketchContract(), enable_thinking), task_prompt(subject)
+    return system_prompt(contract or SketchContract(), enable_thinking, revision_format), task_prompt(subject)
 
 
-def revision_prompt(feedback: str, turn: int, turns: int) -> str:
+def revision_prompt(feedback: str, turn: int, turns: int, revision_format: str = "full",
+                    code: str | None = None) -> str:
     """The text of the user message that opens ``turn`` (2..turns), after the painting.
 
     ``turn`` is the turn being asked for, not the one just finished, so the model reads how
-    many chances remain including this one.
+    many chances remain including this one. ``code``: the episode's current sketch, shown when
+    the conversation does not already hold it verbatim (an edit produced it), so SEARCH text
+    can quote it exactly; the environment says when (``TurnObservation.show_code``).
     """
     _check_revision_turn(turn, turns)
     remaining = turns - turn
@@ -251,10 +281,15 @@ def revision_prompt(feedback: str, turn: int, turns: int) -> str:
         urgency = "This is your last turn."
     else:
         urgency = f"After this one you have {remaining} more {'turn' if remaining == 1 else 'turns'}."
+    shown = f"Your current sketch, with your edits applied:\n```js\n{code}\n```\n\n" if code is not None else ""
+    if check_revision_format(revision_format) == "edit":
+        ask = (f"reply with {EDIT_REPLY_FORMAT} (or {REPLY_FORMAT} if most of it changes).")
+    else:
+        ask = f"reply with {REPLY_FORMAT}: the full revised sketch, not only the changes."
     return (
-        f"Notes on your turn {turn - 1} sketch:\n{feedback.strip()}\n\n"
+        f"Notes on your turn {turn - 1} sketch:\n{feedback.strip()}\n\n{shown}"
         f"Turn {turn} of {turns}. {urgency} Compare the painting with the subject, decide what to "
-        f"improve, and reply with {REPLY_FORMAT}: the full revised sketch, not only the changes."
+        f"improve, and {ask}"
     )
 
 

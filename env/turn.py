@@ -33,7 +33,13 @@ class TurnObservation:
 
     turn: int
     turns_left: int = 0
+    # The episode's current sketch after this turn: what this turn's reply made of it (a full
+    # sketch, or the previous sketch with the reply's edits applied), the previous sketch when
+    # the reply produced none (a failed edit, a reply without code), None before any sketch.
     code: str | None
+    # Whether the conversation lacks ``code`` verbatim (an edit produced it): the next revision
+    # message shows it so the model can quote SEARCH text exactly.
+    show_code: bool = False
     png: bytes | None
     passed: bool
     violations: list[str]
@@ -48,9 +54,37 @@ class TurnObservation:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class EpisodeSketch:
+    """The environment's memory of one episode's sketch: the current sketch, which edit replies
+    change, and the sketches the conversation already holds verbatim (the policy's own full
+    replies, sketches shown before), so a revision shows the current sketch only when it is new.
+    Both the in-process environments and the OpenEnv server session keep one per episode."""
+
+    current: str | None = None
+    quoted: set[str] = field(default_factory=set)
+
+    def advance(self, reply: str | bytes, outcome: SketchOutcome) -> tuple[str | None, bool]:
+        """(the current sketch after a turn that sent ``reply`` and produced ``outcome``, whether to show it)."""
+        if outcome.code is not None:
+            self.current = outcome.code
+            text = reply if isinstance(reply, str) else bytes(reply).decode("utf-8", "replace")
+            if outcome.code in text.replace("\r\n", "\n"):
+                self.quoted.add(outcome.code)
+        show = self.current is not None and self.current not in self.quoted
+        if show:
+            self.quoted.add(self.current)
+        return self.current, show
+
+
 def turn_observation(outcome: SketchOutcome, turn: int, turns: int,
-                     contract: SketchContract | None = None) -> TurnObservation:
-    """The record of turn ``turn`` (1-based) of a ``turns``-turn episode that produced ``outcome``."""
+                     contract: SketchContract | None = None, revision_format: str = "full",
+                     sketch: tuple[str | None, bool] | None = None) -> TurnObservation:
+    """The record of turn ``turn`` (1-based) of a ``turns``-turn episode that produced ``outcome``.
+
+    ``sketch``: (current sketch, show it) from the episode's ``EpisodeSketch``; without one the
+    turn's own sketch is the current one (a lone turn: the warm start's drafts, a lost session)."""
+    code, show_code = sketch if sketch is not None else (outcome.code, False)
     infrastructure_failed = outcome.infrastructure_error is not None
     violations = list(outcome.violations)
     errors = list(outcome.errors)
@@ -63,14 +97,15 @@ def turn_observation(outcome: SketchOutcome, turn: int, turns: int,
     return TurnObservation(
         turn=turn,
         turns_left=turns_left,
-        code=outcome.code,
+        code=code,
+        show_code=show_code,
         png=outcome.png,
         passed=outcome.passed and not infrastructure_failed,
         violations=violations,
         errors=errors,
         paint_fraction=min(1.0, max(0.0, float(outcome.paint_fraction))),
         render_ms=max(0, int(outcome.render_ms)),
-        feedback=feedback_text(outcome, turn, turns_left, contract),
+        feedback=feedback_text(outcome, turn, turns_left, contract, revision_format),
         infrastructure_failed=infrastructure_failed,
         infrastructure_error=outcome.infrastructure_error,
         rendered=outcome.rendered,

@@ -70,6 +70,10 @@ class TrainConfig:
         'own GRPO problem; a failed turn 1 is not credited with its revision\'s repair). Scores every turn. '
         '"turn_then_to_go": turn 1 as "turn", each revision as "reward_to_go"; needs reward_turn last. '
         'scale_rewards group/batch divides every turn by the spread of all the group\'s/batch\'s painting rewards.')})
+    revision_format: str = field(default="edit", metadata={"help": (
+        '"edit": revision turns ask for SEARCH/REPLACE edit blocks applied to the sketch the environment holds '
+        '(a revision keeps its draft and costs only the tokens of its changes); "full": they ask for the whole '
+        'sketch again. Either way the environment accepts both forms.')})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
     prompts_per_step: int = field(default=1, metadata={"help": (
@@ -204,6 +208,8 @@ class TrainConfig:
         if self.credit not in ("episode", "reward_to_go", "turn", "turn_then_to_go"):
             raise ValueError(
                 f"credit must be 'episode', 'reward_to_go', 'turn' or 'turn_then_to_go', got {self.credit!r}")
+        if self.revision_format not in ("full", "edit"):
+            raise ValueError(f"revision_format must be 'full' or 'edit', got {self.revision_format!r}")
         if self.credit in ("reward_to_go", "turn_then_to_go") and self.reward_turn != "last":
             raise ValueError(f"credit {self.credit} telescopes to the final painting's reward: it needs reward_turn last")
         if self.num_generations < 2:

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from env.contract import SketchContract
 from env.core import SketchEvaluator
 from env.portal import Portal
-from env.turn import TurnObservation, infrastructure_outcome, turn_observation
+from env.prompts import check_revision_format
+from env.turn import EpisodeSketch, TurnObservation, infrastructure_outcome, turn_observation
 
 
 class EpisodeEnvironments(Protocol):
@@ -30,26 +31,32 @@ class InProcessEnvironments:
     """A SketchEvaluator (browser pool on its own loop thread) shared by every episode."""
 
     def __init__(self, evaluator: SketchEvaluator | None = None, contract: SketchContract | None = None,
-                 deadline_s: float | None = None, **evaluator_kwargs):
+                 deadline_s: float | None = None, revision_format: str = "full", **evaluator_kwargs):
         self.contract = contract or SketchContract()
         self._own = evaluator is None
         self.evaluator = evaluator or SketchEvaluator(contract=self.contract, **evaluator_kwargs)
         self.deadline_s = deadline_s
+        self.revision_format = check_revision_format(revision_format)
         self._seeds: list[int] = []
+        self._sketches: list[EpisodeSketch] = []
         self._turns = 1
 
     def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None:
         self._seeds = list(seeds)
+        self._sketches = [EpisodeSketch() for _ in seeds]
         self._turns = turns
 
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
         if len(replies) != len(self._seeds):
             raise ValueError(f"{len(replies)} replies for {len(self._seeds)} episodes")
+        currents = [sketch.current for sketch in self._sketches]
         try:
-            outcomes = self.evaluator.evaluate_many(replies, self._seeds, self.deadline_s)
+            outcomes = self.evaluator.evaluate_many(replies, self._seeds, self.deadline_s, currents)
         except Exception as exc:  # noqa: BLE001 - the renderer broke, not the sketches: drop, never score
             outcomes = [infrastructure_outcome(exc)] * len(replies)
-        return [turn_observation(outcome, turn, self._turns, self.contract) for outcome in outcomes]
+        return [turn_observation(outcome, turn, self._turns, self.contract, self.revision_format,
+                                 sketch.advance(reply, outcome))
+                for outcome, reply, sketch in zip(outcomes, replies, self._sketches)]
 
     def close(self) -> None:
         if self._own:
@@ -69,7 +76,7 @@ class RemoteEnvironments:
     """
 
     def __init__(self, urls: list[str], message_timeout_s: float | None = None, token: str | None = None,
-                 reconnect_attempts: int = 3, reconnect_delay_s: float = 2.0):
+                 reconnect_attempts: int = 3, reconnect_delay_s: float = 2.0, revision_format: str = "full"):
         if not urls:
             raise ValueError("RemoteEnvironments needs at least one server URL")
         self.urls = list(urls)
@@ -77,6 +84,7 @@ class RemoteEnvironments:
         self.token = token
         self.reconnect_attempts = reconnect_attempts
         self.reconnect_delay_s = reconnect_delay_s
+        self.revision_format = check_revision_format(revision_format)
         # The WebSocket sessions are opened, used and closed on this one loop.
         self._portal = Portal(type(self).__name__)
         self._clients: list[Any] = []
@@ -103,7 +111,8 @@ class RemoteEnvironments:
         client = self._client(episode["url"])
         try:
             await client.connect()
-            await client.reset(subject=episode["subject"], seed=episode["seed"], turns=self._turns)
+            await client.reset(subject=episode["subject"], seed=episode["seed"], turns=self._turns,
+                               revision_format=self.revision_format)
             return client, None
         except Exception as exc:  # noqa: BLE001 - a dead server is an infrastructure failure
             await _close_quietly(client)
@@ -168,7 +177,7 @@ class RemoteEnvironments:
                 self._episodes[index]["replies"].append(reply)
                 return turn_from_wire(result.observation)
             lost = infrastructure_outcome(self._broken[index] or "no session")
-            return turn_observation(lost, turn, self._turns)
+            return turn_observation(lost, turn, self._turns, revision_format=self.revision_format)
 
         return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(replies))))
 
@@ -196,8 +205,8 @@ def make_environments(config) -> EpisodeEnvironments:
     if config.env_urls:
         # The servers' token comes from WATERCOLOUR_TOKEN, never from the config: config.yaml
         # is written into the run directory.
-        return RemoteEnvironments(config.env_urls)
-    kwargs: dict[str, Any] = {}
+        return RemoteEnvironments(config.env_urls, revision_format=config.revision_format)
+    kwargs: dict[str, Any] = {"revision_format": config.revision_format}
     if config.render_backend:
         kwargs["backend"] = config.render_backend
     if config.renderers:

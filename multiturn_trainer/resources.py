@@ -97,7 +97,8 @@ def scorer_for(config: TrainConfig):
 
 def episode_row(config: TrainConfig, subject: str, seed: int) -> dict[str, Any]:
     """What an episode starts from: the turn-1 prompt, the subject and the render seed."""
-    return {"prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking),
+    return {"prompt": first_turn_messages(subject, enable_thinking=config.enable_thinking,
+                                          revision_format=config.revision_format),
             "subject": subject, "seed": seed}
 
 

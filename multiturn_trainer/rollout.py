@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from agent.messages import append_turn, revision_content
+from agent.messages import append_turn, observation_content
 from env.turn import TurnObservation, infrastructure_outcome, turn_observation
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, reply_ids
@@ -75,10 +75,11 @@ class EpisodeRunner:
         (``replay --continue-from``); they are rendered again like generated ones.
         ``scored_turns``: score these turns instead of the config's (eval wants every turn)."""
         turns = self.config.turns
+        revision_format = getattr(self.config, "revision_format", "full")
         if policy.works_on == "tokens":
-            state = _TokenEpisodes(policy, rows)
+            state = _TokenEpisodes(policy, rows, revision_format)
         elif policy.works_on == "messages":
-            state = _MessageEpisodes(policy, rows)
+            state = _MessageEpisodes(policy, rows, revision_format)
         else:
             raise TypeError(f"a policy works on 'tokens' or 'messages', not {policy.works_on!r}")
         subjects = [row["subject"] for row in rows]
@@ -147,6 +148,7 @@ class _LastTurn:
     """The reward rule without a TrainConfig: the last turn's painting is the episode's."""
 
     turns: int
+    revision_format: str = "full"
 
     def scored_turns(self) -> list[int]:
         return [self.turns]
@@ -158,8 +160,9 @@ class _LastTurn:
 class _TokenEpisodes:
     """Episodes as growing token sequences (see multiturn_trainer.episodes)."""
 
-    def __init__(self, policy, rows):
+    def __init__(self, policy, rows, revision_format: str = "full"):
         self.policy = policy
+        self.revision_format = revision_format
         self.episodes = [EpisodeTokens(list(ids)) for ids in policy.prompt_ids([row["prompt"] for row in rows])]
         self.sampling_logps: list[list[float]] | None = [[] for _ in rows]
         self.tokens = [0] * len(rows)
@@ -194,7 +197,7 @@ class _TokenEpisodes:
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         policy = self.policy
         for i, (episode, ids, observation) in enumerate(zip(self.episodes, self._last_ids, observations)):
-            content = revision_content(observation.png, observation.feedback, turn, turns)
+            content = observation_content(observation, turn, turns, self.revision_format)
             ended = bool(ids) and ids[-1] in policy.eos_token_ids
             environment = environment_turn(policy.processor, content, ended, policy.chat_template_kwargs)
             episode.add_environment(environment)
@@ -208,8 +211,9 @@ class _MessageEpisodes:
     episodes = None
     sampling_logps = None
 
-    def __init__(self, policy, rows):
+    def __init__(self, policy, rows, revision_format: str = "full"):
         self.policy = policy
+        self.revision_format = revision_format
         self.conversations = [list(row["prompt"]) for row in rows]
         self.tokens = [0] * len(rows)
         self.errors: list[str | None] = [None] * len(rows)
@@ -237,8 +241,10 @@ class _MessageEpisodes:
         return turn_observation(failure, observation.turn, observation.turn + observation.turns_left)
 
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
-        self.conversations = [append_turn(conversation, text, observation.png, observation.feedback, turn, turns)
-                              for conversation, text, observation in zip(self.conversations, texts, observations)]
+        self.conversations = [
+            append_turn(conversation, text, observation.png, observation.feedback, turn, turns, self.revision_format,
+                        observation.code if observation.show_code else None)
+            for conversation, text, observation in zip(self.conversations, texts, observations)]
 
 
 def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], store, mix) -> list[EpisodeRecord]:

@@ -1,0 +1,152 @@
+"""Edit replies (env.edits): parsing, literal matching, reason codes, bounded work on hostile replies."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from env.contract import EDIT_REASON_CODES, REASON_CODES, SketchContract
+from env.core import gate_turn
+from env.edits import MAX_EDIT_BLOCKS, edit_reply, is_edit_reply, resolve_turn
+from multiturn_trainer.procedural import SUBJECTS, generate_sketch
+
+SKETCH = """async function setup() {
+  createCanvas(600, 600, WEBGL);
+  brush.scaleBrushes(3);
+  angleMode(DEGREES);
+  noLoop();
+}
+
+function draw() {
+  translate(-width / 2, -height / 2);
+  background('#f8f1e4');
+  brush.noStroke();
+  brush.fill('#d6362b', 150);
+  brush.circle(300, 300, 120);
+}
+"""
+
+
+def block(search: str, replace: str) -> str:
+    return f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
+
+
+def test_edit_codes_are_reason_codes_with_explanations():
+    assert set(EDIT_REASON_CODES) <= set(REASON_CODES)
+    assert all(code.startswith("edit_") and text for code, text in EDIT_REASON_CODES.items())
+
+
+def test_one_block_changes_one_line_and_keeps_the_rest():
+    reply = "Redder and larger:\n```\n" + block("  brush.circle(300, 300, 120);", "  brush.circle(300, 300, 180);") + "\n```"
+    result = resolve_turn(reply, SKETCH)
+    assert result.edited and not result.failed
+    assert result.code == SKETCH.replace("120);", "180);")
+
+
+def test_blocks_apply_in_order_to_the_result_of_the_ones_before():
+    reply = "\n".join([block("  brush.circle(300, 300, 120);", "  brush.circle(100, 100, 50);"),
+                       block("  brush.circle(100, 100, 50);", "  brush.circle(100, 100, 60);")])
+    assert resolve_turn(reply, SKETCH).code == SKETCH.replace("300, 300, 120", "100, 100, 60")
+
+
+def test_line_endings_and_trailing_whitespace_do_not_matter_but_indentation_does():
+    crlf = block("  brush.fill('#d6362b', 150);   ", "  brush.fill('#2b6cd6', 150);").replace("\n", "\r\n")
+    assert resolve_turn(crlf, SKETCH).code == SKETCH.replace("#d6362b", "#2b6cd6")
+    assert resolve_turn(crlf, SKETCH.replace("\n", "\r\n")).code == SKETCH.replace("#d6362b", "#2b6cd6")
+    unindented = block("brush.fill('#d6362b', 150);", "brush.fill('#2b6cd6', 150);")
+    assert resolve_turn(unindented, SKETCH).violations == ["edit_no_match"]
+
+
+def test_search_text_is_literal_never_a_pattern():
+    pattern = block("  brush.circle(.*);", "  brush.circle(1, 1, 1);")
+    assert resolve_turn(pattern, SKETCH).violations == ["edit_no_match"]
+    with_dots = SKETCH.replace("brush.circle(300, 300, 120);", "brush.circle(3.0, 3.0, 1.0); // (.*)")
+    assert resolve_turn(block("  brush.circle(3.0, 3.0, 1.0); // (.*)", "  brush.circle(1, 1, 1);"), with_dots).code
+
+
+@pytest.mark.parametrize("reply, code", [
+    (block("}", "}\n// end"), "edit_ambiguous"),
+    (block("  brush.circle(1, 2, 3);", "x"), "edit_no_match"),
+    ("<<<<<<< SEARCH\n  noLoop();\n=======\n  noLoop();\n", "edit_malformed"),
+    ("<<<<<<< SEARCH\n  noLoop();\n>>>>>>> REPLACE", "edit_malformed"),
+    ("<<<<<<< SEARCH\n\n=======\n// new\n>>>>>>> REPLACE", "edit_malformed"),
+    ("=======\n>>>>>>> REPLACE\n<<<<<<< SEARCH", "edit_malformed"),
+    (block("  noLoop();", "  noLoop();\n=======\n  noLoop();"), "edit_malformed"),
+    (block(SKETCH.rstrip("\n"), ""), "edit_empty_result"),
+    (block("  noLoop();", "  noLoop();\n" + "  // padding padding padding\n" * 1500), "edit_too_long"),
+    ("\n".join([block("  noLoop();", "  noLoop();")] * (MAX_EDIT_BLOCKS + 1)), "edit_too_many_blocks"),
+])
+def test_each_bad_edit_has_its_own_reason_code_and_applies_nothing(reply, code):
+    result = resolve_turn(reply, SKETCH)
+    assert result.edited and result.failed and result.code is None
+    assert result.violations == [code]
+    assert result.details and all(len(detail) <= 300 for detail in result.details)
+
+
+def test_a_failing_later_block_applies_no_block_of_the_reply():
+    reply = "\n".join([block("  noLoop();", "  noLoop(); // changed"), block("  nothing();", "x")])
+    result = resolve_turn(reply, SKETCH)
+    assert result.violations == ["edit_no_match"] and "block 2" in result.details[0]
+
+
+def test_an_edit_without_a_sketch_to_edit_is_the_replys_failure():
+    assert resolve_turn(block("  noLoop();", "  noLoop();"), None).violations == ["edit_no_sketch"]
+
+
+def test_a_full_sketch_is_not_an_edit():
+    assert not resolve_turn(f"```js\n{SKETCH}```", SKETCH).edited
+    assert not is_edit_reply(f"```js\n{SKETCH}```")
+
+
+def test_thinking_is_set_aside_before_looking_for_blocks():
+    reply = "<think>\n" + block("  noLoop();", "  nope();") + "\n</think>\n" + block("  noLoop();", "  noLoop(); // kept")
+    assert resolve_turn(reply, SKETCH).code == SKETCH.replace("  noLoop();", "  noLoop(); // kept")
+
+
+def test_the_gate_judges_the_edited_sketch():
+    smuggled = block("  brush.circle(300, 300, 120);", "  brush.circle(300, 300, 120);\n  text('hi', 10, 10);")
+    verdict = gate_turn(smuggled, SKETCH, SketchContract())
+    assert not verdict.passed and "text_label" in verdict.violations and "text('hi'" in verdict.code
+    bad = gate_turn(block("  nothing();", "x"), SKETCH, SketchContract())
+    assert verdict.code is not None and bad.code is None and bad.violations == ["edit_no_match"]
+
+
+# --- hostile replies: each answers fast with a reason code -----------------------------------------
+
+HOSTILE = {
+    "thousands_of_blocks": "\n".join([block("}", "}")] * 5000),
+    "megabyte_block": block("  noLoop();", "x" * 1_000_000),
+    "near_limit_block": block("  noLoop();", "// " + "y" * 190_000),
+    "one_char_everywhere": block("  " + "}", "  }"),
+    "thousand_line_search_that_almost_matches": block("\n".join(["  noLoop();"] * 30_000), "x"),
+    "markers_inside_strings": block("  noLoop();", "  const a = `\n=======\n`;"),
+    "marker_line_in_template": "```js\nconst s = `\n<<<<<<< SEARCH\n`;\n" + SKETCH + "```",
+    "nul_bytes": block("  noLoop();", "  noLoop();\x00\x00"),
+    "lone_surrogate": block("  noLoop();", "  // \ud800"),
+    "only_markers": "<<<<<<< SEARCH\n" * 10_000,
+    "bytes_not_utf8": b"<<<<<<< SEARCH\n\xff\n=======\n\n>>>>>>> REPLACE",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_edit_replies_answer_fast_with_a_reason_code(name):
+    started = time.perf_counter()
+    verdict = gate_turn(HOSTILE[name], SKETCH, SketchContract())
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0, f"{name} took {elapsed:.2f} s"
+    assert verdict.violations and set(verdict.violations) <= set(REASON_CODES), (name, verdict.violations)
+    assert "infrastructure_error" not in verdict.violations
+
+
+def test_edit_reply_turns_one_sketch_into_another_for_every_procedural_subject():
+    rng = random.Random(0)
+    for subject in SUBJECTS:
+        seed = rng.randrange(2**31)
+        draft, finished = generate_sketch(subject, seed, 2), generate_sketch(subject, seed, 3)
+        reply = edit_reply(draft, finished)
+        assert reply and resolve_turn(reply, draft).code == finished, subject
+        assert len(reply) < len(finished)
+        changed = finished.replace("brush.fill('#", "brush.fill('#1", 1)
+        assert resolve_turn(edit_reply(finished, changed), finished).code == changed
