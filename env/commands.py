@@ -40,12 +40,15 @@ async def render_files(
     pool_size: int | None = None,
     pixel_density: float = 1.0,
     progress: bool = True,
+    previous: str | None = None,
 ) -> list[SketchOutcome]:
-    """Gate and render every file concurrently across the browser pool, in input order."""
+    """Gate and render every file concurrently across the browser pool, in input order.
+    ``previous``: the current sketch each file (a reply) is applied to, as on a revision turn."""
     contract = SketchContract()
     async with RendererPool(size=pool_size, backend=backend, contract=contract, deadline_s=deadline_s,
                             pixel_density=pixel_density) as pool:
-        tasks = [asyncio.ensure_future(evaluate_reply(_read_reply(f), pool, seed, contract)) for f in files]
+        tasks = [asyncio.ensure_future(evaluate_reply(_read_reply(f), pool, seed, contract, current=previous))
+                 for f in files]
         if progress and sys.stderr.isatty():
             from tqdm import tqdm
 
@@ -75,15 +78,28 @@ def report_missing_files(command: str, paths: list[Path]) -> bool:
     return bool(missing)
 
 
+def read_previous_sketch(path: Path) -> str | None:
+    """The text of ``--revise PREVIOUS.js``: a sketch's code, or None (with a message) when it is no text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"watercolour render: --revise {path}: not a readable UTF-8 sketch ({exc})", file=sys.stderr)
+        return None
+
+
 def cmd_render(args) -> int:
     files = [Path(f) for f in args.files]
-    if report_missing_files("render", files):
+    revise = Path(args.revise) if args.revise else None
+    if report_missing_files("render", files + ([revise] if revise else [])):
+        return 2
+    previous = read_previous_sketch(revise) if revise else None
+    if revise and previous is None:
         return 2
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
     outcomes = asyncio.run(render_files(files, args.seed, args.backend, args.deadline, args.pool_size,
-                                        progress=not args.json))
+                                        progress=not args.json, previous=previous))
     records, sheet_items = [], []
     for index, (path, outcome) in enumerate(zip(files, outcomes)):
         png_path = None
@@ -94,7 +110,12 @@ def cmd_render(args) -> int:
                 # The sketch beside its painting (the code extracted from a raw reply), so
                 # `watercolour score OUT/*.png` finds it and scores length without --sources.
                 png_path.with_suffix(".js").write_text(outcome.code, encoding="utf-8")
-        records.append(outcome_record(path, outcome, png_path))
+        record = outcome_record(path, outcome, png_path)
+        if revise:
+            # The sketch the reply leaves: PREVIOUS.js's text unchanged when its edit failed
+            # or it held no sketch, as the environment keeps an episode's sketch.
+            record["code"] = outcome.code if outcome.code is not None else previous
+        records.append(record)
         sheet_items.append(SheetItem(path.stem, outcome.png,
                                      "passed" if outcome.passed else ",".join(outcome.violations)[:38]))
     if args.json:
@@ -160,6 +181,9 @@ def add_parsers(sub):
     render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     render.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS", help="per-render deadline")
     render.add_argument("--pool-size", type=int, default=None, help="browser processes (default: one per core)")
+    render.add_argument("--revise", default=None, metavar="PREVIOUS.js",
+                        help="apply each FILE (a revision reply: SEARCH/REPLACE edit blocks or a full sketch) to this "
+                             "sketch, then gate and render the result; --json adds the resulting sketch as \"code\"")
     render.set_defaults(func=cmd_render)
 
     serve = sub.add_parser("serve", help="run the OpenEnv server (WebSocket sessions)")

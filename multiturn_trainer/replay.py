@@ -34,30 +34,52 @@ def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[s
 
 
 def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], evaluator=None) -> dict[str, int]:
-    """Re-render every rendered turn; counts of identical, different and missing PNGs."""
-    from env.core import SketchEvaluator
+    """Re-apply every turn's reply to its episode's sketch (edit replies change the sketch the
+    environment held) and re-render every rendered turn; counts of identical, different and
+    missing PNGs, and of turns whose resulting sketch differs from the recorded ``code``."""
+    from env.core import SketchEvaluator, combine, gate_turn
+    from env.turn import EpisodeSketch
 
-    jobs = [(episode, turn) for episode in episodes for turn in episode["turns"] if turn.get("png")]
     own = evaluator is None
     if own:
         kwargs = {"backend": config["render_backend"]} if config.get("render_backend") else {}
         evaluator = SketchEvaluator(deadline_s=config.get("render_deadline_s") or 90.0, **kwargs)
+    counts = {"identical": 0, "different": 0, "missing": 0, "code_different": 0}
+    sketches = [EpisodeSketch() for _ in episodes]
     try:
-        outcomes = evaluator.evaluate_many([t["reply"] for _, t in jobs], [int(e["seed"]) for e, _ in jobs])
+        # Turn k of every episode at once (the renders run in parallel), in turn order, since
+        # an edit applies to the sketch the turns before it left.
+        for position in range(max(len(episode["turns"]) for episode in episodes)):
+            jobs = [(i, episode["turns"][position]) for i, episode in enumerate(episodes)
+                    if position < len(episode["turns"])]
+            rendered = [(i, turn) for i, turn in jobs if turn.get("png")]
+            outcomes = dict(zip([i for i, _ in rendered], evaluator.evaluate_many(
+                [turn["reply"] for _, turn in rendered], [int(episodes[i]["seed"]) for i, _ in rendered],
+                currents=[sketches[i].current for i, _ in rendered])))
+            for i, turn in jobs:
+                episode = episodes[i]
+                outcome = outcomes.get(i)
+                if outcome is None:  # not rendered when recorded: the static gate alone says what it left
+                    outcome = combine(gate_turn(turn["reply"], sketches[i].current, evaluator.contract), None)
+                code, _ = sketches[i].advance(turn["reply"], outcome)
+                where = f"{episode['episode_id']} turn {turn['turn']}"
+                if "code" in turn and code != turn["code"]:
+                    counts["code_different"] += 1
+                    print(f"  code different: {where}", file=sys.stderr)
+                if not turn.get("png"):
+                    continue
+                recorded = store.root / turn["png"]
+                if not recorded.is_file() or outcome.png is None:
+                    counts["missing"] += 1
+                    print(f"  missing: {where}", file=sys.stderr)
+                elif recorded.read_bytes() == outcome.png:
+                    counts["identical"] += 1
+                else:
+                    counts["different"] += 1
+                    print(f"  different: {where} ({turn['png']})", file=sys.stderr)
     finally:
         if own:
             evaluator.close()
-    counts = {"identical": 0, "different": 0, "missing": 0}
-    for (episode, turn), outcome in zip(jobs, outcomes):
-        recorded = store.root / turn["png"]
-        if not recorded.is_file() or outcome.png is None:
-            counts["missing"] += 1
-            print(f"  missing: {episode['episode_id']} turn {turn['turn']}", file=sys.stderr)
-        elif recorded.read_bytes() == outcome.png:
-            counts["identical"] += 1
-        else:
-            counts["different"] += 1
-            print(f"  different: {episode['episode_id']} turn {turn['turn']} ({turn['png']})", file=sys.stderr)
     return counts
 
 
@@ -111,11 +133,15 @@ def write_html_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str
                 diff = "\n".join(difflib.unified_diff(previous.splitlines(), code.splitlines(), "previous", "this",
                                                       lineterm="", n=1)) if previous else code
                 components = ", ".join(f"{k} {_fmt(v)}" for k, v in (turn.get("components") or {}).items())
+                # An edit reply is not the sketch: show what the policy sent beside what it made.
+                sent = turn.get("reply") or ""
+                reply = ("" if not sent or code in sent else
+                         f"<details><summary>reply (edits)</summary><pre>{esc(sent)}</pre></details>")
                 parts.append(
                     f"<div class='turn'><b>turn {turn['turn']}</b> · {'passed' if turn['passed'] else 'failed'}"
                     f" {esc(' '.join(turn['violations']))}<br>{image}<br>reward {_fmt(turn.get('reward'))}"
                     f" <small>{esc(components)}</small><details><summary>feedback</summary>"
-                    f"<pre>{esc(turn.get('feedback', ''))}</pre></details><details><summary>code"
+                    f"<pre>{esc(turn.get('feedback', ''))}</pre></details>{reply}<details><summary>code"
                     f"{' diff' if previous else ''}</summary><pre>{esc(diff)}</pre></details></div>"
                 )
                 previous = code

@@ -42,6 +42,7 @@ class Episode:
     # turn's policy returned none (HF generate, recorded replies, message policies).
     sampling_logps: list[float] | None = None
     completion_tokens: int = 0  # generated, not replayed
+    turn_tokens: list[int] = field(default_factory=list)  # generated tokens of each turn (0: replayed)
     policy_error: str | None = None  # why a message policy gave no reply
     turn_scores: dict[int, ScoreResult | None] = field(default_factory=dict)
     reward: float | None = None
@@ -114,7 +115,8 @@ class EpisodeRunner:
         for i, episode in enumerate(episodes):
             episode.tokens = state.episodes[i] if state.episodes is not None else None
             episode.sampling_logps = state.sampling_logps[i] if state.sampling_logps is not None else None
-            episode.completion_tokens = state.tokens[i]
+            episode.turn_tokens = list(state.tokens[i])
+            episode.completion_tokens = sum(episode.turn_tokens)
             episode.policy_error = state.errors[i]
             reward, episode.rewarded_turn = self.config.episode_reward(
                 {t: None if r is None else r.total for t, r in episode.turn_scores.items()})
@@ -165,7 +167,7 @@ class _TokenEpisodes:
         self.revision_format = revision_format
         self.episodes = [EpisodeTokens(list(ids)) for ids in policy.prompt_ids([row["prompt"] for row in rows])]
         self.sampling_logps: list[list[float]] | None = [[] for _ in rows]
-        self.tokens = [0] * len(rows)
+        self.tokens: list[list[int]] = [[] for _ in rows]  # generated tokens per turn
         self.errors: list[str | None] = [None] * len(rows)
         self._last_ids: list[list[int]] = []
 
@@ -185,8 +187,7 @@ class _TokenEpisodes:
             self.sampling_logps = None
         for i, (episode, ids) in enumerate(zip(self.episodes, completion_ids)):
             episode.add_policy(list(ids))
-            if generated:
-                self.tokens[i] += len(ids)
+            self.tokens[i].append(len(ids) if generated else 0)
             if self.sampling_logps is not None:
                 self.sampling_logps[i].extend(float("nan") if x is None else float(x) for x in turn_logps[i])
         self._last_ids = [list(ids) for ids in completion_ids]
@@ -215,22 +216,26 @@ class _MessageEpisodes:
         self.policy = policy
         self.revision_format = revision_format
         self.conversations = [list(row["prompt"]) for row in rows]
-        self.tokens = [0] * len(rows)
+        self.tokens: list[list[int]] = [[] for _ in rows]  # generated tokens per turn
         self.errors: list[str | None] = [None] * len(rows)
 
     def recorded(self, texts: list[str]) -> list[str]:
+        for counts in self.tokens:
+            counts.append(0)
         return texts
 
     def generate(self) -> list[str]:
         asking = [i for i, error in enumerate(self.errors) if error is None]
         texts = [""] * len(self.conversations)
         answers = self.policy.reply([self.conversations[i] for i in asking]) if asking else []
+        for counts in self.tokens:
+            counts.append(0)
         for i, answer in zip(asking, answers):
             if answer.text is None:
                 self.errors[i] = answer.error or "the policy gave no reply"
             else:
                 texts[i] = answer.text
-                self.tokens[i] += answer.completion_tokens
+                self.tokens[i][-1] = answer.completion_tokens
         return texts
 
     def mark_failed(self, index: int, observation: TurnObservation) -> TurnObservation:
@@ -267,6 +272,7 @@ def episode_records(batch: EpisodeBatch, places: list[tuple[int, int, int]], sto
                 paint_fraction=observation.paint_fraction,
                 render_ms=observation.render_ms,
                 reply=episode.replies[position],
+                completion_tokens=episode.turn_tokens[position] if position < len(episode.turn_tokens) else 0,
                 feedback=observation.feedback,
                 infrastructure_failed=observation.infrastructure_failed,
                 stats=observation.stats,

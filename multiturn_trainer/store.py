@@ -31,7 +31,7 @@ class TurnRecord(TypedDict):
     """One turn of an episode in episodes.jsonl (ARCHITECTURE.md, the run directory)."""
 
     turn: int
-    code: str | None  # the sketch the gate took from the reply
+    code: str | None  # the episode's sketch after this turn: the reply's full sketch, or the sketch its edits made
     png: str | None  # the painting, relative to the run directory
     passed: bool
     violations: list[str]
@@ -39,6 +39,7 @@ class TurnRecord(TypedDict):
     paint_fraction: float
     render_ms: int
     reply: str  # the policy's whole reply
+    completion_tokens: NotRequired[int]  # tokens the policy generated this turn (0: replayed); absent in older runs
     feedback: str  # what the policy was told before its next turn
     infrastructure_failed: bool
     stats: dict[str, Any]

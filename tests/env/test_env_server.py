@@ -127,7 +127,7 @@ def test_observation_fields_are_the_wire_contract():
     declared = set(WatercolourObservation.model_fields) - {"done", "reward", "metadata"}
     assert declared == {
         "image_png_base64", "passed", "violations", "errors", "paint_fraction",
-        "render_ms", "turn", "turns_left", "feedback",
+        "render_ms", "turn", "turns_left", "feedback", "code", "show_code",
     }
 
 
@@ -175,18 +175,18 @@ class _RendererWithoutBrowsers:
 
     contract = SketchContract()
 
-    def evaluate(self, reply, seed=0, deadline_s=None):
+    def evaluate(self, reply, seed=0, deadline_s=None, current=None):
         return outcome(violations=["infrastructure_error"], errors=["browser_start_failed: no display"],
                        infrastructure_error="browser_start_failed: no display")
 
-    async def evaluate_async(self, reply, seed=0, deadline_s=None):
+    async def evaluate_async(self, reply, seed=0, deadline_s=None, current=None):
         return self.evaluate(reply, seed, deadline_s)
 
 
 class _RendererThatRaises(_RendererWithoutBrowsers):
     """Stands in for a SketchEvaluator whose event-loop thread has died."""
 
-    def evaluate(self, reply, seed=0, deadline_s=None):
+    def evaluate(self, reply, seed=0, deadline_s=None, current=None):
         raise RuntimeError("renderer loop is closed")
 
 

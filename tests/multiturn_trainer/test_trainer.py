@@ -27,7 +27,7 @@ from env.core import SketchOutcome
 from env.environment import WatercolourEnvironment
 from env.models import WatercolourAction
 from env.server import create_app
-from env.turn import turn_observation
+from env.turn import EpisodeSketch, turn_observation
 from multiturn_trainer.config import GRPO_FIELDS, TrainConfig, load_config, parse_config, parse_overrides
 from multiturn_trainer.env_backends import InProcessEnvironments, RemoteEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, loss_image_inputs
@@ -571,7 +571,7 @@ class _EvaluatorThatRaises:
     def __init__(self):
         self.calls = []
 
-    def evaluate_many(self, replies, seeds, deadline_s=None):
+    def evaluate_many(self, replies, seeds, deadline_s=None, currents=None):
         self.calls.append((list(replies), list(seeds), deadline_s))
         raise RuntimeError("renderer loop is closed")
 
@@ -623,13 +623,13 @@ class _FixedEvaluator:
     def __init__(self, result):
         self.result = result
 
-    def evaluate(self, reply, seed=0, deadline_s=None):
+    def evaluate(self, reply, seed=0, deadline_s=None, current=None):
         return self.result
 
-    async def evaluate_async(self, reply, seed=0, deadline_s=None):
+    async def evaluate_async(self, reply, seed=0, deadline_s=None, current=None):
         return self.result
 
-    def evaluate_many(self, replies, seeds, deadline_s=None):
+    def evaluate_many(self, replies, seeds, deadline_s=None, currents=None):
         return [self.result for _ in replies]
 
 
@@ -649,19 +649,22 @@ def test_environment_server_and_in_process_paths_report_a_turn_alike(result):
     server.reset(subject="a pear", seed=1, turns=3)
     environments = InProcessEnvironments(evaluator=evaluator)
     environments.reset(["a pear"], [1], turns=3)
+    expected_sketch = EpisodeSketch()
     for turn in (1, 2):
         wire = server.step(WatercolourAction(response="anything"))
         [record] = environments.step(["anything"], turn)
-        assert record == turn_observation(result, turn, 3, SketchContract())
+        assert record == turn_observation(result, turn, 3, SketchContract(),
+                                          sketch=expected_sketch.advance("anything", result))
+        assert (wire.code, wire.show_code) == (record.code, record.show_code)
         assert png_bytes(wire) == record.png
         assert turn_from_wire(wire) == record  # the remote backend's way back from the wire
         assert (wire.turn, wire.turns_left, wire.feedback, wire.passed, wire.violations, wire.errors,
                 wire.paint_fraction, wire.render_ms) == (
                     record.turn, record.turns_left, record.feedback, record.passed, record.violations, record.errors,
                     record.paint_fraction, record.render_ms)
-        assert {key: wire.metadata[key] for key in ("code", "infrastructure_failed", "infrastructure_error",
+        assert {key: wire.metadata[key] for key in ("infrastructure_failed", "infrastructure_error",
                                                     "rendered", "details", "stats")} == {
-            "code": record.code, "infrastructure_failed": record.infrastructure_failed,
+            "infrastructure_failed": record.infrastructure_failed,
             "infrastructure_error": record.infrastructure_error, "rendered": record.rendered,
             "details": record.details, "stats": record.stats}
     assert record.infrastructure_failed == (result.infrastructure_error is not None)
