@@ -202,13 +202,13 @@ def _marker_name(line: str) -> str:
 
 # --- writing edits (warm starts, tests, examples) -------------------------------------------------
 
-def edit_reply(old: str, new: str, context: int = 1) -> str:
-    """SEARCH/REPLACE blocks that turn ``old`` into ``new``, each SEARCH unique in the sketch
-    it applies to: what a model is taught to send. Empty string when nothing changes."""
-    old_lines = normalise_newlines(old).split("\n")
-    new_lines = normalise_newlines(new).split("\n")
+def edit_reply(old: str, new: str) -> str:
+    """SEARCH/REPLACE blocks that turn ``old`` into ``new`` (up to trailing newlines), each SEARCH
+    the fewest lines around its change that occur once in the sketch it applies to: what a model
+    is taught to send. Empty string when nothing changes."""
+    old_lines = normalise_newlines(old).rstrip("\n").split("\n")
+    new_lines = normalise_newlines(new).rstrip("\n").split("\n")
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
-    # Hunks in order, each with ``context`` lines around it, grown until its SEARCH is unique.
     blocks: list[str] = []
     working = list(old_lines)
     offset = 0  # how far the working sketch's indices have moved from old's
@@ -216,17 +216,26 @@ def edit_reply(old: str, new: str, context: int = 1) -> str:
         if tag == "equal":
             continue
         start, end = i1 + offset, i2 + offset
-        before, after = context, context
-        while True:
-            s0, s1 = max(0, start - before), min(len(working), end + after)
-            search = working[s0:s1]
-            if search and any(line.strip() for line in search) and _find(working, search) == s0:
-                break
-            if s0 == 0 and s1 == len(working):
-                break
-            before, after = before + 1, after + 1
+        s0, s1 = _unique_context(working, start, end)
+        search = working[s0:s1]
         replacement = working[s0:start] + new_lines[j1:j2] + working[end:s1]
         blocks.append("\n".join(["<<<<<<< SEARCH", *search, "=======", *replacement, ">>>>>>> REPLACE"]))
         working[s0:s1] = replacement
         offset += (j2 - j1) - (i2 - i1)
     return "\n".join(blocks)
+
+
+def _unique_context(lines: list[str], start: int, end: int) -> tuple[int, int]:
+    """The shortest span [s0, s1) around lines[start:end] (fewest added lines, then fewest
+    characters) that holds a non-blank line and occurs once in ``lines``."""
+    for grow in range(len(lines) + 1):
+        spans = []
+        for before in range(grow + 1):
+            s0, s1 = max(0, start - before), min(len(lines), end + grow - before)
+            span = lines[s0:s1]
+            if span and any(line.strip() for line in span) and _find(lines, span) == s0:
+                spans.append((sum(len(line) for line in span), s0, s1))
+        if spans:
+            _, s0, s1 = min(spans)
+            return s0, s1
+    return 0, len(lines)

@@ -42,6 +42,9 @@ def add_parsers(sub, bench_sub) -> None:
     sft.add_argument("--examples", type=int, default=64, help="first-turn examples")
     sft.add_argument("--revisions", type=int, default=0,
                      help="two-turn revision examples (rendered with the real renderer; procedural sources only)")
+    sft.add_argument("--revision-format", choices=("full", "edit"), default="edit",
+                     help="how the revision examples revise: SEARCH/REPLACE edits (default) or full rewrites; the "
+                          "system prompt announces the same form (match the train config's revision_format)")
     sft.add_argument("--epochs", type=float, default=1.0)
     sft.add_argument("--learning-rate", type=float, default=2e-3)
     sft.add_argument("--batch-size", type=int, default=4)
@@ -150,7 +153,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
         raise SystemExit(f"watercolour sft: {args.model} is not a model folder (no config.json); "
                          "pass --tiny-model dense to build the tiny one there")
     revisions = args.revisions if args.source in ("procedural", "compact") else 0
-    examples = warm_start_examples(args.source, args.examples, revisions, args.seed)
+    examples = warm_start_examples(args.source, args.examples, revisions, args.seed,
+                                   revision_format=args.revision_format)
     result = run_sft(args.model, args.out, examples, epochs=args.epochs, learning_rate=args.learning_rate,
                      batch_size=args.batch_size, lora=args.lora, seed=args.seed)
     print(f"sft: {result.steps} steps, loss {result.first_loss:.3f} -> {result.last_loss:.3f}; saved {result.out_dir}")

@@ -39,7 +39,7 @@ def ensure_model(config: TrainConfig) -> str:
         else:
             warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
                             revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
-                            subjects=config.subjects)
+                            subjects=config.subjects, revision_format=config.revision_format)
     return config.model
 
 

@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content
+from env.edits import edit_reply
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
@@ -52,14 +53,16 @@ class SftResult:
     last_loss: float
 
 
-def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None) -> list[dict[str, Any]]:
+def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None,
+                  revision_format: str = "full") -> list[dict[str, Any]]:
     """(subject, prompt messages, completion) rows from the procedural generator or a pool's sources.
 
-    ``subjects`` narrows the procedural generator to some of its subjects.
+    ``subjects`` narrows the procedural generator to some of its subjects; ``revision_format``
+    is the one the system prompt announces (as in the episodes the model will be trained on).
     """
     if source in ("procedural", "compact"):
         return sft_examples(n, seed=seed, max_sections=COMPACT_SECTIONS if source == "compact" else None,
-                            subjects=subjects)
+                            subjects=subjects, revision_format=revision_format)
     from rewards.pool import ReferencePool
 
     pool = ReferencePool.load(source)
@@ -68,7 +71,7 @@ def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = N
         code = pool.source(entry)
         if code:
             subject = entry.subject or "a watercolour painting"
-            rows.append({"subject": subject, "prompt_messages": first_turn_messages(subject),
+            rows.append({"subject": subject, "prompt_messages": first_turn_messages(subject, revision_format=revision_format),
                          "completion": f"```js\n{code}```"})
     if not rows:
         raise UsageError(f"the pool {source} has no sketch sources to learn from")
@@ -76,7 +79,8 @@ def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = N
     return [rows[rng.randrange(len(rows))] for _ in range(n)] if n > len(rows) else rows[:n]
 
 
-def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None = None) -> list[dict[str, Any]]:
+def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None = None,
+                      revision_format: str = "full") -> list[dict[str, Any]]:
     """Two-turn examples: a draft, its real painting and feedback, then the better sketch.
 
     Half of them add a layer (a 2-layer draft, then the same painting with its third layer);
@@ -85,6 +89,10 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     sending the flawless sketch. Every draft is rendered by the real renderer, so the feedback
     is what GRPO's episodes will show; the repairs are what makes turn 2 worth having for a
     model this small (a demo warm-started on layer additions only gained nothing from turn 2).
+
+    With ``revision_format`` "edit" the better sketch is sent as SEARCH/REPLACE blocks against
+    the draft's sketch as the environment holds it (``edit_completion``), so the model starts
+    able to edit; a fix that would change most of the sketch stays a full rewrite.
     """
     from env.turn import turn_observation
 
@@ -106,18 +114,37 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     examples = []
     for (subject, _, _), draft, completion, outcome in zip(plans, drafts, completions, outcomes):
         # The draft is turn 1 of a 2-turn episode: what the environment says about it is what GRPO shows.
-        seen = turn_observation(outcome, 1, 2, getattr(evaluator, "contract", None))
+        seen = turn_observation(outcome, 1, 2, getattr(evaluator, "contract", None), revision_format)
         if seen.infrastructure_failed:
             continue
+        if revision_format == "edit":
+            completion = edit_completion(seen.code, completion)
         examples.append({
             "subject": subject,
-            "prompt_messages": first_turn_messages(subject),
+            "prompt_messages": first_turn_messages(subject, revision_format=revision_format),
             "draft": draft,
-            "environment": revision_content(seen.png, seen.feedback, turn=2, turns=2),
+            "environment": revision_content(seen.png, seen.feedback, 2, 2, revision_format),
             "completion": completion,
             "draft_passed": seen.passed,
         })
     return examples
+
+
+# An edit that would be longer than this share of the full sketch is taught as a full rewrite:
+# quoting most of a sketch to change it costs more tokens than writing it again.
+EDIT_SHARE_LIMIT = 0.6
+
+
+def edit_completion(draft_code: str | None, completion: str) -> str:
+    """The revision as SEARCH/REPLACE blocks turning ``draft_code`` into the completion's sketch,
+    or the full completion when the draft left no sketch or the edit would not be much shorter."""
+    finished = completion.removeprefix("```js\n").removesuffix("```")
+    if draft_code is None:
+        return completion
+    blocks = edit_reply(draft_code, finished)
+    if not blocks or len(blocks) > EDIT_SHARE_LIMIT * len(finished):
+        return completion
+    return blocks
 
 
 def tokenize_example(processor, example: dict[str, Any]) -> EpisodeTokens:
@@ -232,21 +259,22 @@ def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Rand
 
 
 def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
-                        backend: str | None = None, subjects: list[str] | None = None) -> list[dict[str, Any]]:
+                        backend: str | None = None, subjects: list[str] | None = None,
+                        revision_format: str = "full") -> list[dict[str, Any]]:
     """First-turn examples from ``source`` plus revision examples rendered by a real evaluator."""
-    examples = load_examples(source, n_first, seed, subjects)
+    examples = load_examples(source, n_first, seed, subjects, revision_format)
     if n_revisions:
         from env.core import SketchEvaluator
 
         kwargs = {"backend": backend} if backend else {}
         with SketchEvaluator(deadline_s=90, **kwargs) as evaluator:
-            examples += revision_examples(n_revisions, seed, evaluator, subjects)
+            examples += revision_examples(n_revisions, seed, evaluator, subjects, revision_format)
     return examples
 
 
 def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float = 4e-3,
                     batch_size: int = 4, revisions: int = 64, backend: str | None = None,
-                    subjects: list[str] | None = None) -> SftResult:
+                    subjects: list[str] | None = None, revision_format: str = "full") -> SftResult:
     """Build the tiny model and fine-tune it on compact procedural sketches (+ revisions).
 
     Written to a sibling folder first and renamed at the end, so an interrupted warm start
@@ -261,7 +289,7 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
         base = build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
         procedural = [s for s in subjects or SUBJECTS if s in SUBJECTS] or None
         examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed,
-                                       backend, procedural)
+                                       backend, procedural, revision_format)
         epochs = steps * batch_size / len(examples)
         result = run_sft(str(base), Path(scratch) / "tuned", examples, epochs=epochs, learning_rate=learning_rate,
                          batch_size=batch_size, seed=seed)

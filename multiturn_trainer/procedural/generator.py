@@ -45,7 +45,7 @@ def generate_sketch(subject: str, seed: int, max_sections: int | None = None) ->
 
 
 def sft_examples(n: int, seed: int = 0, max_sections: int | None = None,
-                 subjects: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                 subjects: Sequence[str] | None = None, revision_format: str = "full") -> list[dict[str, Any]]:
     """``n`` supervised turn-1 examples: the prompt messages and a fenced sketch as the completion.
 
     Subjects cycle in a seeded order so any ``n`` covers them as evenly as possible; each
@@ -64,7 +64,7 @@ def sft_examples(n: int, seed: int = 0, max_sections: int | None = None,
         sketch = generate_sketch(subject, rng.randrange(2**31), max_sections)
         examples.append({
             "subject": subject,
-            "prompt_messages": first_turn_messages(subject),
+            "prompt_messages": first_turn_messages(subject, revision_format=revision_format),
             "completion": f"```js\n{sketch}```",
         })
     return examples

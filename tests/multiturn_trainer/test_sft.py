@@ -56,6 +56,26 @@ def test_revision_examples_show_real_failures_and_their_repair(evaluator):
         assert example["completion"].startswith(example["draft"][:-3].rstrip("}\n"))
 
 
+@pytest.mark.slow  # 10 s (8 renders)
+def test_edit_revision_examples_send_edits_that_repair_the_draft_the_environment_holds(evaluator):
+    from env.core import gate_turn
+
+    examples = revision_examples(2 * len(FLAWS), seed=5, evaluator=evaluator, subjects=["tulips in a glass vase"],
+                                 revision_format="edit")
+    edits = 0
+    for example in examples:
+        draft = static_gate(example["draft"]).code
+        # The environment holds the draft's sketch; the completion applied to it passes the gate.
+        verdict = gate_turn(example["completion"], draft, evaluator.contract)
+        assert verdict.passed, (example["completion"][:200], verdict.violations)
+        edits += example["completion"].startswith("<<<<<<< SEARCH")
+        text = " ".join(part["text"] for part in example["environment"] if part.get("type") == "text")
+        assert "SEARCH/REPLACE" in text
+        system = example["prompt_messages"][0]["content"][0]["text"]
+        assert "<<<<<<< SEARCH" in system and "never a fragment or a diff" not in system
+    assert edits >= len(examples) // 2  # most revisions are edits; a fix that changes most of it is a rewrite
+
+
 @pytest.mark.slow  # warm-started tiny policy
 def test_a_revision_example_trains_on_both_sketches_and_not_on_the_environment(dense_policy):
     from transformers import AutoProcessor
