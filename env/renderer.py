@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import json
 import os
 import secrets
@@ -42,6 +43,7 @@ from env.contract import (
 )
 from env.pigment import paint_fraction_of_png
 from env.files import source_root
+from env.gate.source import neutralise_for_ses
 from env.portal import Portal
 from env.text import safe_lines, safe_text
 
@@ -270,7 +272,9 @@ def page_html(code: str, seed: int, contract: SketchContract, nonce: str, pixel_
     config = {
         "nonce": nonce,
         "pixelDensity": pixel_density,
-        "sketch": code,
+        # SES refuses `eval(`/`import(` by pattern, also in comments and strings: rewritten
+        # there (values unchanged), so only a real call is refused (env/gate/source.py).
+        "sketch": neutralise_for_ses(code),
         "brushMethods": list(contract.brush_methods),
         "p5Names": list(contract.p5_names),
         "textFunctions": list(P5_TEXT_FUNCTIONS),
@@ -352,6 +356,13 @@ class _Browser:
                 # process is killed outright so the pool keeps serving.
                 kill_browser(self.marker)
 
+    def forget(self) -> None:
+        """Drop a browser whose driver is gone: nothing can be asked of it any more, so its
+        process is killed by its marker and the next render launches a new one."""
+        self.browser, self.context = None, None
+        self.waiters.clear()
+        kill_browser(self.marker)
+
     def kill(self) -> int:
         """Kill this browser's process now (fault injection in tests; safe from any thread)."""
         return kill_browser(self.marker)
@@ -415,6 +426,9 @@ class RendererPool:
         self.memory_limit_mb = memory_limit_mb if memory_limit_mb is not None else memory_limit_mb_for(self.contract)
         self.executable = executable if executable is not None else find_chromium()
         self._playwright = None
+        self._driver = None
+        self._admission: _Admission | None = None
+        self._driver_lock: asyncio.Lock | None = None
         self._browsers: list[_Browser] = []
         self._idle: asyncio.Queue[_Browser] | None = None
         self._files = {path: file.read_bytes() for path, file in self._library_paths().items()}
@@ -439,9 +453,9 @@ class RendererPool:
         await self.close()
 
     async def start(self):
-        from playwright.async_api import async_playwright
-
-        self._playwright = await async_playwright().start()
+        self._admission = _Admission()
+        self._driver_lock = asyncio.Lock()
+        await self._start_driver()
         self._idle = asyncio.Queue()
         self._browsers = [_Browser(self, i) for i in range(self.size)]
         for browser in self._browsers:
@@ -449,10 +463,53 @@ class RendererPool:
 
     async def close(self):
         for browser in self._browsers:
-            await browser.close()
-        if self._playwright is not None:
-            await self._playwright.stop()
-            self._playwright = None
+            if self._driver_alive():
+                await browser.close()
+            else:
+                browser.forget()
+        await self._stop_driver()
+
+    # --- the Playwright driver ----------------------------------------------------------------
+    # Every browser of the pool talks through one Node.js driver process. If it dies (a
+    # protocol message too large for it once killed it with ERR_STRING_TOO_LONG; the page no
+    # longer sends sketch text to the protocol, but the pool must not depend on that), every
+    # later call through it fails: the pool then starts a new driver and new browsers, and the
+    # renders that were in flight are rendered again (RendererPool.render).
+
+    async def _start_driver(self):
+        from playwright.async_api import async_playwright
+
+        self._driver = async_playwright()
+        self._playwright = await self._driver.start()
+
+    async def _stop_driver(self):
+        driver, self._driver, self._playwright = self._driver, None, None
+        if driver is not None:
+            try:
+                await asyncio.wait_for(driver.__aexit__(None, None, None), timeout=10)
+            except Exception:
+                kill_pids(_driver_pid(driver))
+
+    def _driver_alive(self) -> bool:
+        connection = getattr(getattr(self._driver, "_client", None), "_connection", None)
+        return self._playwright is not None and getattr(connection, "_closed_error", None) is None
+
+    async def _ensure_driver(self):
+        if self._driver_alive():
+            return
+        async with self._driver_lock:
+            if self._driver_alive():
+                return
+            # The browsers belonged to the dead driver: killed by their marker, relaunched
+            # through the new driver on their next render.
+            for browser in self._browsers:
+                browser.forget()
+            await self._stop_driver()
+            await self._start_driver()
+
+    def driver_pid(self) -> int | None:
+        """The Playwright driver's process id (fault injection in tests)."""
+        return _driver_pid(self._driver)
 
     async def _launch(self, marker: str):
         spec = BACKENDS[self.backend]
@@ -483,12 +540,33 @@ class RendererPool:
         await route.abort("blockedbyclient")
 
     async def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
-        """Render one sketch; never raises for anything the sketch does."""
+        """Render one sketch; never raises for anything the sketch does.
+
+        A render whose browser or driver went away is rendered again: first alongside the
+        others (it may only have been in the same pool as the sketch that did it), then alone
+        in the pool. A sketch that takes its browser or the driver down when it renders alone
+        is what does it: its failure (render_crashed), and every other render of the batch
+        still gets its painting.
+        """
         deadline = self.deadline_s if deadline_s is None else deadline_s
+        started = time.perf_counter()
+        result = None
+        for attempt in range(RENDER_ATTEMPTS):
+            alone = attempt == RENDER_ATTEMPTS - 1
+            async with self._admission.enter(exclusive=alone):
+                result = await self._render_once(code, seed, deadline)
+            if not _lost_to_infrastructure(result):
+                return result
+        return _sketch_failure(started, "render_crashed",
+                               "the browser went away each time this sketch rendered, the last time alone: "
+                               + (result.errors[0] if result.errors else "")[:200])
+
+    async def _render_once(self, code: str, seed: int, deadline: float) -> RenderResult:
         browser = await self._idle.get()
         started = time.perf_counter()
         try:
             try:
+                await self._ensure_driver()
                 fresh = not browser.running
                 await browser.ensure_started()
                 if fresh:
@@ -579,6 +657,10 @@ class RendererPool:
                 return _sketch_failure(started, "render_timeout", f"the painting could not be read within {deadline:g} s")
         except Exception as exc:
             message = str(exc)
+            if not self._driver_alive():
+                # The driver went away under this render: not (yet) this sketch's doing.
+                browser.forget()
+                return _infrastructure_result(started, f"driver_died: {message[:300]}")
             browser_died = died.is_set() or not process.is_connected()
             await browser.close()
             if browser_died and not crashed.is_set():
@@ -790,6 +872,54 @@ async def _race(work, events: dict[str, asyncio.Event], deadline: float):
             if not task.done():
                 task.cancel()
         await asyncio.gather(work_task, *event_tasks, return_exceptions=True)
+
+
+# A render lost to its browser or driver is tried this many times, the last one alone.
+RENDER_ATTEMPTS = 3
+_LOST = ("browser_died", "driver_died", "render_protocol_error")
+
+
+def _lost_to_infrastructure(result: RenderResult) -> bool:
+    return result.infrastructure_error is not None and result.infrastructure_error.startswith(_LOST)
+
+
+def _driver_pid(driver) -> int | None:
+    process = getattr(getattr(getattr(driver, "_client", None), "_transport", None), "_proc", None)
+    return getattr(process, "pid", None)
+
+
+class _Admission:
+    """Renders run side by side (``enter(exclusive=False)``) or alone (``exclusive=True``: it
+    waits for the others to end, and none start until it has)."""
+
+    def __init__(self):
+        self._condition = asyncio.Condition()
+        self._active = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.asynccontextmanager
+    async def enter(self, exclusive: bool):
+        async with self._condition:
+            if exclusive:
+                self._waiting += 1
+                try:
+                    await self._condition.wait_for(lambda: not self._exclusive and self._active == 0)
+                finally:
+                    self._waiting -= 1
+                self._exclusive = True
+            else:
+                await self._condition.wait_for(lambda: not self._exclusive and self._waiting == 0)
+                self._active += 1
+        try:
+            yield
+        finally:
+            async with self._condition:
+                if exclusive:
+                    self._exclusive = False
+                else:
+                    self._active -= 1
+                self._condition.notify_all()
 
 
 def _unique(items: Iterable[str]) -> list[str]:

@@ -42,6 +42,15 @@
   const { defineProperty, freeze, getOwnPropertyNames, getOwnPropertyDescriptor } = Object;
   const isArray = Array.isArray;
   const windowNames = getOwnPropertyNames(window);
+  // The page's own Function constructor, for a parse-only check of the sketch's text (the
+  // function it builds is never called), and the promise machinery runHook resolves with.
+  const ParseFunction = Function;
+  const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const regexpReplace = RegExp.prototype[Symbol.replace];
+  // Error.isError (a brand check no prototype trick can fake) where the engine has it.
+  const isErrorBrand = typeof Error.isError === 'function' ? Error.isError : null;
+  const ErrorPrototype = Error.prototype;
 
   const state = {
     violations: [],   // [{code, name}]
@@ -55,10 +64,39 @@
   // Sketch-controlled text (error messages, property names) is cut to a bound and made
   // well-formed here: a lone UTF-16 surrogate would otherwise reach Python, the tokenizer
   // and the chat template. The renderer cleans it again on arrival (env/text.py).
+  // Only runtime-made strings and primitives reach it (never an object, whose toString is
+  // the sketch's): a sketch value is first turned into a primitive by describeThrown.
   const wellFormed = (text, limit) => {
-    let s = String(text);
+    let s = typeof text === 'string' ? text : (typeof text === 'symbol' ? 'a symbol' : String(text));
     if (s.length > limit) s = s.slice(0, limit);
     return s.toWellFormed();
+  };
+  // What the sketch threw (or rejected with), as one primitive string the sketch cannot reach,
+  // and, for a genuine error, its message. Every value here is the sketch's: a getter may
+  // answer differently each time it runs, a toString may throw, a Proxy may trap, a string
+  // may be 100 million characters. So the message is found by property descriptors (no
+  // getter of the sketch's runs; a Proxy's trap may, once, inside the try), read once, and
+  // cut to a bound; nothing here can throw.
+  const describeThrown = (value) => {
+    try {
+      if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
+        return { text: wellFormed(value, 500), message: null };
+      }
+      let o = value;
+      for (let depth = 0; depth < 16 && o !== null && o !== undefined; depth++) {
+        const desc = getOwnPropertyDescriptor(o, 'message');
+        if (desc !== undefined) {
+          const message = desc.value;
+          if (typeof message !== 'string') return { text: 'a thrown object whose message is not text', message: null };
+          const text = wellFormed(message, 500);
+          return { text, message: o === value ? text : null };
+        }
+        o = getPrototypeOf(o);
+      }
+      return { text: 'a thrown object without a message', message: null };
+    } catch (e) {
+      return { text: 'an unprintable thrown value', message: null };
+    }
   };
   const record = (code, name) => {
     if (state.violations.length < 200) state.violations[state.violations.length] = { code, name: wellFormed(name, 120) };
@@ -75,6 +113,20 @@
     try { defineProperty(window, name, { value: undefined, configurable: false, writable: false }); } catch (e) { /* ignore */ }
   }
 
+  // Nothing a sketch writes may reach the DevTools protocol, where Playwright's driver has to
+  // hold it as one string (a 95-million-character value once killed the driver with
+  // ERR_STRING_TOO_LONG). The page's console is silent (p5 or p5.brush could log an argument
+  // the sketch passed them); uncaught errors and dropped rejections are handled, and
+  // cancelled, by the listeners below, so Chromium never reports them to the inspector; and
+  // SES's own error and rejection trapping (which logs the reason when a dropped promise is
+  // collected) is off.
+  const silent = () => undefined;
+  const quietConsole = {};
+  for (const name of ['log', 'info', 'warn', 'error', 'debug', 'trace', 'dir', 'dirxml', 'table', 'group',
+    'groupCollapsed', 'groupEnd', 'assert', 'count', 'countReset', 'time', 'timeLog', 'timeEnd', 'timeStamp',
+    'profile', 'profileEnd', 'clear']) quietConsole[name] = silent;
+  try { defineProperty(window, 'console', { value: quietConsole, configurable: true, writable: true }); } catch (e) { /* ignore */ }
+
   // --- lockdown -------------------------------------------------------------------------
   // 'min' override taming: p5 and p5.brush assign no intrinsic method names on their own
   // objects at run time (every test sketch and example renders), and 'moderate' turns
@@ -84,7 +136,8 @@
   // every render, and the frames below the sketch, so a sketch reading it would paint
   // differently from run to run; the runtime reports messages only and never needed it.
   try {
-    lockdown({ errorTaming: 'safe', overrideTaming: 'min', consoleTaming: 'unsafe', localeTaming: 'unsafe' });
+    lockdown({ errorTaming: 'safe', overrideTaming: 'min', consoleTaming: 'unsafe', localeTaming: 'unsafe',
+      errorTrapping: 'none', unhandledRejectionTrapping: 'none', reporting: 'none' });
   } catch (e) {
     // Our failure, not the sketch's: the renderer reads this as an infrastructure error.
     report(stringify({ nonce, endedAs: 'lockdown_failed', violations: [], errors: [String(e && e.message)], framesDrawn: 0, png: null }));
@@ -150,8 +203,7 @@
   };
   const rethrow = (e) => {
     // A library error keeps its message only: its object belongs to this realm.
-    const message = e && typeof e.message === 'string' ? e.message : String(e);
-    return TypeError(message);
+    return TypeError(describeThrown(e).text);
   };
   const callInto = (fn, self, args) => {
     let result;
@@ -347,27 +399,56 @@
 
   // --- errors -------------------------------------------------------------------------------
   // Where a capability is simply absent, the error still names a reason code the policy
-  // can act on: SES's inert Function constructors, and property reads of a missing
-  // receiver that name a known forbidden member (`(function () { return this; })().fetch`
-  // in strict code).
-  const classifyError = (message) => {
-    if (/is not a valid constructor/.test(message)) record('dynamic_code', 'Function constructor');
-    // SES refuses source with a direct eval or an import expression before running any of it.
-    if (/SES_EVAL_REJECTED/.test(message)) record('dynamic_code', 'eval');
-    if (/SES_IMPORT_REJECTED/.test(message)) record('dynamic_code', 'import');
-    // Built-ins are frozen: an attempt to patch one (JSON.stringify, Array.prototype.push,
-    // Function.prototype.apply...) fails here instead of rewriting the verdict.
-    if (/Cannot assign to read only property|object is not extensible|Cannot redefine property|Cannot delete property/.test(message)) {
-      record('dynamic_code', 'patching a frozen built-in');
-    }
-    const read = /Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)/.exec(message);
-    if (read && trapNames.has(read[1]) && !p5Allowed.has(read[1])) record(codeFor(read[1]), read[1]);
+  // can act on: SES's inert Function constructors, writes to frozen built-ins, and property
+  // reads of a missing receiver that name a known forbidden member
+  // (`(function () { return this; })().fetch` in strict code). The reason code must come
+  // from what happened, not from text the sketch wrote: an error's message is the sketch's
+  // to choose (`throw new Error("... SES_EVAL_REJECTED ... (reading 'localStorage')")`).
+  // So a message is classified only when the thrown value is a genuine error whose own
+  // message is, whole, exactly the text the engine (or SES) writes for that event; text that
+  // merely mentions a pattern classifies nothing. SES's refusal of the source is observed
+  // where it happens, in the compile step below, before any of the sketch runs.
+  const isGenuineError = (value) => {
+    try {
+      if (isErrorBrand) return apply(isErrorBrand, undefined, [value]) === true;
+      for (let o = getPrototypeOf(value), depth = 0; o && depth < 16; o = getPrototypeOf(o), depth++) {
+        if (o === ErrorPrototype) return true;
+      }
+    } catch (e) { /* a Proxy's trap threw */ }
+    return false;
   };
-  const errorText = (e) => {
-    let message;
-    try { message = e && typeof e === 'object' && typeof e.message === 'string' ? e.message : String(e); } catch (err) { message = 'an unprintable error'; }
-    classifyError(message);
-    return message;
+  const ENGINE_MESSAGES = [
+    // SES's inert Function/AsyncFunction/GeneratorFunction constructors (tame-function-constructors.js).
+    [/^Function\.prototype\.constructor is not a valid constructor\.$/, () => ['dynamic_code', 'Function constructor']],
+    // V8, strict-mode writes to what lockdown froze (JSON.stringify, Array.prototype.push...).
+    [/^Cannot assign to read only property '[^']{1,80}' of (?:object|function) '[^']{0,200}'$/, () => ['dynamic_code', 'patching a frozen built-in']],
+    [/^Cannot add property [^ ,]{1,80}, object is not extensible$/, () => ['dynamic_code', 'patching a frozen built-in']],
+    [/^Cannot redefine property: [^ ]{1,80}$/, () => ['dynamic_code', 'patching a frozen built-in']],
+    [/^Cannot delete property '[^']{1,80}' of .{1,200}$/, () => ['dynamic_code', 'patching a frozen built-in']],
+    [/^Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)$/, (m) => (
+      trapNames.has(m[1]) && !p5Allowed.has(m[1]) ? [codeFor(m[1]), m[1]] : null)],
+  ];
+  const classifyThrown = (value, described) => {
+    try {
+      const message = described.message;
+      if (message === null || !isGenuineError(value)) return;
+      for (const [pattern, codeOf] of ENGINE_MESSAGES) {
+        const m = pattern.exec(message);
+        if (m) {
+          const found = codeOf(m);
+          if (found) record(found[0], found[1]);
+          return;
+        }
+      }
+    } catch (e) { /* classification is best effort; the error itself is recorded */ }
+  };
+  // What the sketch threw: recorded (bounded, well-formed) and classified. Never throws.
+  const recordThrown = (value) => {
+    try {
+      const described = describeThrown(value);
+      classifyThrown(value, described);
+      recordError(described.text);
+    } catch (e) { /* nothing the sketch hands back may stop the render from ending */ }
   };
 
   // --- capture and report ---------------------------------------------------------------------
@@ -386,55 +467,130 @@
       record('canvas_too_large', `canvas ${canvas.width}x${canvas.height}`);
       return null;
     }
-    try { return apply(toDataURL, canvas, ['image/png']); } catch (e) { recordError(e.message); return null; }
+    try { return apply(toDataURL, canvas, ['image/png']); } catch (e) { recordThrown(e); return null; }
   };
   // Macrotask hops between the capture and the report. Everything the sketch can still run
   // after the capture is a microtask (it has no timers or I/O), drained before the first
   // hop; Chromium dispatches `unhandledrejection` for a dropped promise in a task it posts
   // at the end of that drain, so that task is queued before the second hop's timer is even
-  // set. The third hop is margin.
+  // set. The third hop is margin. Any error or rejection the page sees starts the count
+  // again (a chain of dropped rejections is still running), up to MAX_BUSY_HOPS: a sketch
+  // that keeps failing after its capture is reported then, with that said, instead of
+  // keeping the render open until the deadline.
   const REPORT_HOPS = 3;
+  const MAX_BUSY_HOPS = 200;
+  let activity = 0;
   const sendReport = (phase) => {
-    report(stringify({
-      nonce, endedAs: phase, violations: state.violations, errors: state.errors,
-      framesDrawn: state.framesDrawn, png: state.png,
-    }));
+    if (state.reported) return;
+    state.reported = true;
+    try {
+      report(stringify({
+        nonce, endedAs: phase, violations: state.violations, errors: state.errors,
+        framesDrawn: state.framesDrawn, png: state.png,
+      }));
+    } catch (e) {
+      // Runtime-owned primitives only: cannot fail short of the page dying, which the
+      // renderer sees; a report without the painting still ends the render now.
+      try { report(stringify({ nonce, endedAs: 'report_failed', violations: [], errors: ['the report could not be sent'], framesDrawn: 0, png: null })); } catch (e2) { /* ignore */ }
+    }
   };
   const finish = (phase) => {
     if (state.phase === 'done') return;
     state.phase = 'done';
     // The picture is taken now (a WEBGL back buffer does not survive the task); the report
-    // is built REPORT_HOPS macrotasks later from the state as it is then, so violations
+    // is built REPORT_HOPS quiet macrotasks later from the state as it is then, so violations
     // from microtasks the sketch queued and rejections nobody awaited are in it. A sketch
     // that queues microtasks forever ends as render_timeout.
-    state.png = snapshot();
+    try { state.png = snapshot(); } catch (e) { state.png = null; recordError('the canvas could not be read'); }
     state.endedAs = phase;
+    let quiet = 0;
     let hops = 0;
-    const hop = () => { if (++hops < REPORT_HOPS) schedule(hop, 0); else sendReport(phase); };
-    schedule(hop, 0);
+    let seen = activity;
+    const hop = () => {
+      try {
+        hops++;
+        if (activity !== seen) { seen = activity; quiet = 0; } else { quiet++; }
+        if (quiet >= REPORT_HOPS) { sendReport(phase); return; }
+        if (hops >= MAX_BUSY_HOPS) {
+          recordError('the sketch kept failing after its painting was captured');
+          sendReport(phase);
+          return;
+        }
+        schedule(hop, 0);
+      } catch (e) { sendReport(phase); }
+    };
+    try { schedule(hop, 0); } catch (e) { sendReport(phase); }
   };
-  window.addEventListener('error', (e) => recordError(errorText(e.error !== undefined ? e.error : e.message)));
-  window.addEventListener('unhandledrejection', (e) => {
+  // Both listeners cancel the event: a cancelled error or rejection is not reported to the
+  // console or the DevTools protocol (whose message would carry the sketch's text, stack and
+  // function names unbounded). After the report nothing of the sketch's is read any more, so
+  // no sketch code runs in them once the verdict has left.
+  window.addEventListener('error', (event) => {
+    try { event.preventDefault(); } catch (e) { /* ignore */ }
+    try {
+      if (state.reported) return;
+      activity++;
+      const thrown = event.error;
+      recordThrown(thrown !== undefined ? thrown : 'an error without a value');
+    } catch (e) { /* ignore */ }
+  });
+  window.addEventListener('unhandledrejection', (event) => {
     // A promise the sketch dropped (an async helper nobody awaits), or p5's own when a
     // library hook failed and p5 stopped. Recorded in every phase, also after the capture
     // (the report has not left yet); before the capture it ends the render, since p5 may
     // never reach our postdraw.
-    recordError(errorText(e.reason));
+    try { event.preventDefault(); } catch (e) { /* ignore */ }
+    try {
+      if (state.reported) return;
+      activity++;
+      recordThrown(event.reason);
+    } catch (e) { /* ignore */ }
     finish('rejected');
   });
 
   // --- evaluate the sketch ---------------------------------------------------------------------
-  // Top-level declarations stay in the evaluation's own scope (strict direct eval), so the
-  // trailing closure reads setup/draw whether declared or assigned to the global.
+  // Two steps, so that what the runtime reports about the source is what it observed:
+  // 1. compile: the sketch's text becomes the body of a function that is not called yet.
+  //    A failure here ran none of the sketch's code, so its message is the parser's or SES's
+  //    own: SES refuses source with a direct eval or an import expression (SES_EVAL_REJECTED,
+  //    SES_IMPORT_REJECTED) before evaluating any of it, and that refusal is dynamic_code.
+  //    The body is first parsed on its own by the page's Function constructor (strict, never
+  //    called), so it cannot close the wrapper early and run code during the compile step.
+  // 2. run: the function runs the sketch's top level and returns a closure that reads
+  //    setup/draw, whether declared or assigned to the global.
+  // SES refuses `<!--`/`-->` anywhere in the source (they open comments in scripts);
+  // they are rewritten as operators first, which is also how the static gate parsed them.
+  // The renderer has already rewritten `eval(`/`import(` where they occur in comments and
+  // strings (env/gate/source.py), so SES refuses only a real call.
+  const source = apply(regexpReplace, /<!--|-->/g, [config.sketch, (match) => (match === '<!--' ? '< ! --' : '-- >')]);
+  const HOOKS = '\n;return () => [typeof setup === "function" ? setup : undefined, typeof draw === "function" ? draw : undefined];\n';
+  const compileFailure = (e, sesStep) => {
+    const described = describeThrown(e);
+    if (sesStep && described.message !== null) {
+      if (/\(SES_EVAL_REJECTED\)$/.test(described.message)) record('dynamic_code', 'eval( in the code');
+      if (/\(SES_IMPORT_REJECTED\)$/.test(described.message)) record('dynamic_code', 'import( in the code');
+    }
+    recordError(described.text);
+    finish('sketch_error');
+  };
+  try {
+    new ParseFunction(`'use strict';${source}${HOOKS}`);
+  } catch (e) {
+    compileFailure(e, false);
+    return;
+  }
+  let body;
+  try {
+    body = compartment.evaluate(`(function () {${source}${HOOKS}})`, { __evadeHtmlCommentTest__: true });
+  } catch (e) {
+    compileFailure(e, true);
+    return;
+  }
   let hooks;
   try {
-    // SES refuses `<!--`/`-->` anywhere in the source (they open comments in scripts);
-    // evading rewrites them as operators, which is also how the static gate parsed them.
-    hooks = compartment.evaluate(
-      config.sketch + '\n;(() => [typeof setup === "function" ? setup : undefined, typeof draw === "function" ? draw : undefined]);',
-      { __evadeHtmlCommentTest__: true });
+    hooks = apply(body, sketchGlobal, []);
   } catch (e) {
-    recordError(errorText(e));
+    recordThrown(e);
     finish('sketch_error');
     return;
   }
@@ -442,7 +598,7 @@
     try {
       const pair = apply(hooks, undefined, []);
       return isArray(pair) ? [pair[0], pair[1]] : [undefined, undefined];
-    } catch (e) { recordError(errorText(e)); return [undefined, undefined]; }
+    } catch (e) { recordThrown(e); return [undefined, undefined]; }
   };
   const [sketchSetup, sketchDraw] = readHooks();
   if (typeof sketchSetup !== 'function' && typeof sketchDraw !== 'function') {
@@ -452,22 +608,28 @@
   // p5 calls these (`context.setup()` in global mode). `this` inside the sketch's hooks is
   // its own global, never window.
   // A hook that throws or rejects ends the render at that point (p5 would stop there and
-  // never reach our postdraw); its promise is handled here, so p5 sees none of it.
-  const failed = (e) => { recordError(errorText(e)); finish('rejected'); };
+  // never reach our postdraw); its promise is handled here, so p5 sees none of it. Neither
+  // path can throw: a render always ends when its sketch fails.
+  const failed = (e) => { recordThrown(e); finish('rejected'); };
   const runHook = (fn) => {
     let result;
     try { result = apply(fn, sketchGlobal, []); } catch (e) { failed(e); return undefined; }
-    return result && typeof result.then === 'function' ? Promise.resolve(result).then(() => undefined, failed) : undefined;
+    if (isPrimitive(result)) return undefined;
+    // The hook's result (an async hook's promise, or any object) is settled through a
+    // promise of the runtime's: its resolve function reads `then` exactly once and turns a
+    // throwing or two-faced getter, or a throwing `then`, into a rejection handled here.
+    try {
+      return apply(promiseThen, new PromiseCtor((resolve) => resolve(result)), [() => undefined, failed]);
+    } catch (e) { failed(e); return undefined; }
   };
   window.setup = () => (typeof sketchSetup === 'function' ? runHook(sketchSetup) : undefined);
-  if (typeof sketchDraw === 'function') {
-    // Read again at each frame, so a draw assigned during setup is the one that runs.
-    window.draw = () => {
-      if (state.phase === 'done') return undefined;  // after a failed setup: nothing more runs
-      const current = readHooks()[1];
-      return runHook(typeof current === 'function' ? current : sketchDraw);
-    };
-  }
+  // Read again at each frame, so a draw assigned during setup (`draw = function () {...}`,
+  // a common p5 pattern) is the one that runs, also when there was none before setup.
+  window.draw = () => {
+    if (state.phase === 'done') return undefined;  // after a failed setup: nothing more runs
+    const current = readHooks()[1];
+    return runHook(typeof current === 'function' ? current : sketchDraw);
+  };
 
   // Registered after p5.brush, so our postdraw runs after its flush to the canvas.
   P5.registerAddon((_P5, _fn, lifecycles) => {
@@ -485,13 +647,14 @@
         return;
       }
       state.phase = 'draw';
-      // Without draw() p5 never runs the postdraw hooks; p5.brush has flushed in its
-      // postsetup hook, which ran before this one.
-      if (typeof window.draw !== 'function') finish('setup_only');
+      // Without a draw() (declared, or assigned during setup) the painting is what setup
+      // left: p5.brush has flushed in its postsetup hook, which ran before this one.
+      if (typeof readHooks()[1] !== 'function') finish('setup_only');
     };
     lifecycles.postdraw = function () {
+      if (state.phase === 'done') return;
       state.framesDrawn++;
-      apply(P5.prototype.noLoop, this, []);
+      try { apply(P5.prototype.noLoop, this, []); } catch (e) { /* ignore */ }
       finish('drawn');
     };
   });

@@ -248,12 +248,14 @@ def test_default_backend_accumulates_fill_masks_in_float16():
     assert painted["llvmpipe-f16"] > painted["llvmpipe-sw2d"] * 1.02, painted  # 18.4 vs 17.8 measured
 
 
-@pytest.mark.slow  # 6 s
-def test_browser_killed_mid_render_is_an_infrastructure_error_and_is_replaced():
+@pytest.mark.slow  # 10 s
+def test_browser_killed_mid_render_is_replaced_and_the_render_is_done_again():
     import threading
 
-    # A second or two of plain JavaScript in draw(): the browser is killed while it runs.
-    spinning = small_sketch_with("let total = 0; for (let i = 0; i < 3e9; i++) { total += i % 7; }")
+    # A second or two of plain JavaScript in draw(): the browser is killed while it runs. The
+    # browser's death is not the sketch's doing (it renders fine alone), so the pool starts
+    # a new browser and renders it again instead of dropping the rollout.
+    spinning = small_sketch_with("let total = 0; for (let i = 0; i < 1e9; i++) { total += i % 7; }")
     with SyncRenderer(size=1, deadline_s=60) as sync_renderer:
         assert sync_renderer.render(SMALL_SKETCH, seed=1).passed  # the browser is up and warm
         slot = sync_renderer.pool._browsers[0]
@@ -263,8 +265,9 @@ def test_browser_killed_mid_render_is_an_infrastructure_error_and_is_replaced():
         started = time.monotonic()
         killed = sync_renderer.render(spinning, seed=1)
         killer.join()
-        assert killed.infrastructure_failed and killed.violations == ["infrastructure_error"]
-        assert "browser_died" in killed.errors[0] and time.monotonic() - started < 30
+        assert not killed.infrastructure_failed and killed.passed, (killed.violations, killed.errors)
+        assert killed.png == sync_renderer.render(spinning, seed=1).png
+        assert time.monotonic() - started < 60
         after = [sync_renderer.render(SMALL_SKETCH, seed=s) for s in (1, 2)]
         assert all(r.passed and r.png for r in after)  # a new browser took its place
         assert slot.browser is not browser
