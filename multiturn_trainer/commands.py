@@ -97,6 +97,11 @@ def add_parsers(sub, bench_sub) -> None:
                           help="episodes generated together (default: the config's eval_batch_size, else a "
                                "training step's episodes)")
     evaluate.add_argument("--out", metavar="DIR", default=None, help="default: out/eval/<policy name>")
+    evaluate.add_argument("--revision-format", choices=("full", "edit"), default=None,
+                          help="what revisions are asked for (default: the config's)")
+    evaluate.add_argument("--one-format", action="store_true",
+                          help="refine with --revision-format only (by default eval also refines with the other "
+                               "format and compares both with resampling at equal generated tokens)")
     evaluate.add_argument("--no-progress", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
 
@@ -329,7 +334,7 @@ def cmd_eval(args) -> int:
     overrides = {"output_dir": str(out), "run_name": f"eval-{name}", "report_to": "none", "resume": False}
     for key, value in (("turns", args.turns), ("reward_preset", args.preset), ("seed", args.seed),
                        ("max_completion_length", args.max_tokens), ("temperature", args.temperature),
-                       ("eval_batch_size", args.batch_size)):
+                       ("eval_batch_size", args.batch_size), ("revision_format", args.revision_format)):
         if value is not None:
             overrides[key] = value
     config = dataclasses.replace(config, **overrides)
@@ -344,7 +349,8 @@ def cmd_eval(args) -> int:
         from multiturn_trainer.resources import endpoint_policy
 
         policy = endpoint_policy(config, args.endpoint, args.endpoint_model, args.token, args.concurrency)
-    report = run_eval(config, policy, chosen, args.episodes, out, label=label, progress=not args.no_progress)
+    report = run_eval(config, policy, chosen, args.episodes, out, label=label, progress=not args.no_progress,
+                      compare_formats=not args.one_format)
     print(table(report))
     print(f"eval: wrote {out / 'eval.json'}, plot {report['plot']}, gallery {report['gallery']}")
     return 0

@@ -20,7 +20,7 @@ from env.turn import EpisodeSketch, TurnObservation, infrastructure_outcome, tur
 
 
 class EpisodeEnvironments(Protocol):
-    def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None: ...
+    def reset(self, subjects: list[str], seeds: list[int], turns: int, revision_format: str = "full") -> None: ...
 
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]: ...
 
@@ -31,20 +31,21 @@ class InProcessEnvironments:
     """A SketchEvaluator (browser pool on its own loop thread) shared by every episode."""
 
     def __init__(self, evaluator: SketchEvaluator | None = None, contract: SketchContract | None = None,
-                 deadline_s: float | None = None, revision_format: str = "full", **evaluator_kwargs):
+                 deadline_s: float | None = None, **evaluator_kwargs):
         self.contract = contract or SketchContract()
         self._own = evaluator is None
         self.evaluator = evaluator or SketchEvaluator(contract=self.contract, **evaluator_kwargs)
         self.deadline_s = deadline_s
-        self.revision_format = check_revision_format(revision_format)
+        self.revision_format = "full"
         self._seeds: list[int] = []
         self._sketches: list[EpisodeSketch] = []
         self._turns = 1
 
-    def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None:
+    def reset(self, subjects: list[str], seeds: list[int], turns: int, revision_format: str = "full") -> None:
         self._seeds = list(seeds)
         self._sketches = [EpisodeSketch() for _ in seeds]
         self._turns = turns
+        self.revision_format = check_revision_format(revision_format)
 
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
         if len(replies) != len(self._seeds):
@@ -76,7 +77,7 @@ class RemoteEnvironments:
     """
 
     def __init__(self, urls: list[str], message_timeout_s: float | None = None, token: str | None = None,
-                 reconnect_attempts: int = 3, reconnect_delay_s: float = 2.0, revision_format: str = "full"):
+                 reconnect_attempts: int = 3, reconnect_delay_s: float = 2.0):
         if not urls:
             raise ValueError("RemoteEnvironments needs at least one server URL")
         self.urls = list(urls)
@@ -84,7 +85,7 @@ class RemoteEnvironments:
         self.token = token
         self.reconnect_attempts = reconnect_attempts
         self.reconnect_delay_s = reconnect_delay_s
-        self.revision_format = check_revision_format(revision_format)
+        self.revision_format = "full"
         # The WebSocket sessions are opened, used and closed on this one loop.
         self._portal = Portal(type(self).__name__)
         self._clients: list[Any] = []
@@ -93,9 +94,10 @@ class RemoteEnvironments:
         self._turns = 1
         self.reconnects = 0  # sessions re-opened after a failure (for logs and tests)
 
-    def reset(self, subjects: list[str], seeds: list[int], turns: int) -> None:
+    def reset(self, subjects: list[str], seeds: list[int], turns: int, revision_format: str = "full") -> None:
         self._portal.call(self._close_clients())
         self._turns = turns
+        self.revision_format = check_revision_format(revision_format)
         self._episodes = [{"subject": s, "seed": seed, "replies": [], "url": self.urls[i % len(self.urls)]}
                           for i, (s, seed) in enumerate(zip(subjects, seeds))]
         self._clients, self._broken = self._portal.call(self._open_all())
@@ -205,8 +207,8 @@ def make_environments(config) -> EpisodeEnvironments:
     if config.env_urls:
         # The servers' token comes from WATERCOLOUR_TOKEN, never from the config: config.yaml
         # is written into the run directory.
-        return RemoteEnvironments(config.env_urls, revision_format=config.revision_format)
-    kwargs: dict[str, Any] = {"revision_format": config.revision_format}
+        return RemoteEnvironments(config.env_urls)
+    kwargs: dict[str, Any] = {}
     if config.render_backend:
         kwargs["backend"] = config.render_backend
     if config.renderers:

@@ -5,7 +5,13 @@ For every held-out subject, N episode slots (a subject and a render seed each). 
 * **refine**: one K-turn episode per slot — the policy sees its painting and the feedback and
   revises, every turn scored;
 * **independent**: the equal-budget baseline — K single-turn samples per slot from the same
-  prompt and the same seed.
+  prompt and the same seed;
+* **refine_full** / **refine_edit** (``compare_formats``): the K-turn episode again with the other
+  ``revision_format`` (revisions as whole sketches, or as SEARCH/REPLACE edits).
+
+Sketches are not tokens: an edit revision costs a fraction of a first draft. So each refine arm
+is also compared at an equal budget of generated tokens: per slot, the best of as many
+independent samples as fit in the tokens that slot's episode generated (at least one).
 
 Both arms run through the one episode loop (``EpisodeRunner``) with the same policy and the
 same scorer. The headline is the slot-paired gap between the K-turn episode's final painting
@@ -37,7 +43,7 @@ from multiturn_trainer.resources import episode_row, local_policy, scorer_for
 from multiturn_trainer.rollout import EpisodeRunner, run_into_store
 from multiturn_trainer.store import RunStore
 
-REFINE_STEP, INDEPENDENT_STEP = 1, 2  # where each arm's episodes sit in the eval's run directory
+REFINE_STEP, INDEPENDENT_STEP, OTHER_FORMAT_STEP = 1, 2, 3  # where each arm's episodes sit in the eval's run directory
 
 
 def eval_slots(subjects: list[str], episodes: int, seed: int) -> list[tuple[str, int]]:
@@ -47,8 +53,10 @@ def eval_slots(subjects: list[str], episodes: int, seed: int) -> list[tuple[str,
 
 
 def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, out: Path, environments=None,
-             scorer=None, label: str = "policy", progress: bool = True) -> dict[str, Any]:
-    """Both arms over ``episodes`` slots per subject with ``config.turns`` = K; returns eval.json's dict."""
+             scorer=None, label: str = "policy", progress: bool = True,
+             compare_formats: bool = False) -> dict[str, Any]:
+    """Both arms over ``episodes`` slots per subject with ``config.turns`` = K; returns eval.json's dict.
+    ``compare_formats``: also refine with the other revision format (``refine_full`` or ``refine_edit``)."""
     turns = config.turns
     slots = eval_slots(subjects, episodes, config.seed)
     store = RunStore(out, config.name)
@@ -66,6 +74,10 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
         "independent": (dataclasses.replace(config, turns=1),
                         [(i, j) for i in range(len(slots)) for j in range(turns)], INDEPENDENT_STEP),
     }
+    if compare_formats and turns > 1:
+        other = "full" if config.revision_format == "edit" else "edit"
+        arms[f"refine_{other}"] = (dataclasses.replace(config, revision_format=other),
+                                   [(i, 0) for i in range(len(slots))], OTHER_FORMAT_STEP)
     results: dict[str, dict[str, Any]] = {}
     bar = tqdm(total=sum(len(places) for _, places, _ in arms.values()), desc="eval", unit="episode",
                disable=not progress)
@@ -93,10 +105,10 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
             environments.close()
     report = summarise_arms(results, len(slots), turns)
     report.update(policy=label, subjects=list(subjects), episodes_per_subject=episodes, turns=turns,
-                  preset=scorer.mix.name, seed=config.seed)
+                  preset=scorer.mix.name, seed=config.seed, revision_format=config.revision_format)
     report["plot"] = str(draw_plot(out / "eval.png", report))
-    report["gallery"] = str(write_html_gallery(store, results["refine"]["records"] + results["independent"]["records"],
-                                          out / "gallery.html"))
+    report["gallery"] = str(write_html_gallery(store, [r for arm in results.values() for r in arm["records"]],
+                                               out / "gallery.html"))
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
@@ -140,51 +152,88 @@ def _lines_kept(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
     return lines_from_previous(before.get("code"), after.get("code"))
 
 
+def _tokens(record: dict[str, Any] | None) -> int | None:
+    """Tokens an episode's policy generated, None when unknown (no record, a policy error, an older run)."""
+    if record is None or record.get("policy_error"):
+        return None
+    return record.get("completion_tokens")
+
+
+def equal_token_budget(episode_tokens: int | None, sample_tokens: list[int | None]) -> int | None:
+    """How many independent samples fit in the tokens one refine episode generated: the longest
+    prefix whose tokens add up to at most ``episode_tokens``, at least one. None when unknown."""
+    if episode_tokens is None or not sample_tokens or any(t is None for t in sample_tokens):
+        return None
+    spent, count = 0, 0
+    for tokens in sample_tokens:
+        if spent + tokens > episode_tokens:
+            break
+        spent, count = spent + tokens, count + 1
+    return max(1, count)
+
+
 def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -> dict[str, Any]:
-    """eval.json's figures from the two arms' episode records (pure: no rendering, no scoring)."""
-    refine: list[dict | None] = [None] * slots
+    """eval.json's figures from the arms' episode records (pure: no rendering, no scoring)."""
     independent: list[list[dict | None]] = [[None] * turns for _ in range(slots)]
-    for record in results["refine"]["records"]:
-        refine[record["slot"]] = record
     for record in results["independent"]["records"]:
         independent[record["slot"]][record["sample"]] = record
-
-    def by_turn(key: str, turn: int) -> list[float | None]:
-        return [_turn_value(r, turn, key) for r in refine]
 
     def samples(key: str) -> list[list[float | None]]:
         return [[_turn_value(r, 1, key) for r in row] for row in independent]
 
-    first, final = by_turn("reward", 1), by_turn("reward", turns)
     rewards = samples("reward")
     best = [stats.best_of(row, turns) for row in rewards]
     mean_of_k = [stats.mean_of(row) for row in rewards]
+    sample_tokens = [[_tokens(r) for r in row] for row in independent]
     flat = lambda rows: [v for row in rows for v in row]  # noqa: E731
-    # Does a revision edit its draft or paint afresh? Per slot: turn k against turn k-1 (refine),
-    # sample j against sample j-1 of the same slot (independent: what two fresh sketches share).
-    revised = [stats.mean_of([_lines_kept(_turn(r, t - 1), _turn(r, t)) for t in range(2, turns + 1)])
-               for r in refine]
-    resampled = [stats.mean_of([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
-                 for row in independent]
-    return {
-        "slots": slots,
-        "refine": {
+
+    def refine_arm(name: str) -> tuple[dict[str, Any], list[float | None], list[float | None]]:
+        refine: list[dict | None] = [None] * slots
+        for record in results[name]["records"]:
+            refine[record["slot"]] = record
+
+        def by_turn(key: str, turn: int) -> list[float | None]:
+            return [_turn_value(r, turn, key) for r in refine]
+
+        first, final = by_turn("reward", 1), by_turn("reward", turns)
+        # Does a revision edit its draft or paint afresh? Per slot: turn k against turn k-1
+        # (against sample j-1 of the same slot in the independent arm, below).
+        revised = [stats.mean_of([_lines_kept(_turn(r, t - 1), _turn(r, t)) for t in range(2, turns + 1)])
+                   for r in refine]
+        budgets = [equal_token_budget(_tokens(r), row) for r, row in zip(refine, sample_tokens)]
+        at_budget = [None if m is None else stats.best_of(row, m) for m, row in zip(budgets, rewards)]
+        summary = {
             "reward_by_turn": [stats.bootstrap_mean(by_turn("reward", t)) for t in range(1, turns + 1)],
             # Per slot, so two policies evaluated on the same slots compare pairwise.
             "final_by_slot": final,
             "gate_pass_by_turn": [stats.bootstrap_mean(by_turn("passed", t)) for t in range(1, turns + 1)],
             "coverage_by_turn": [stats.bootstrap_mean(by_turn("paint_fraction", t)) for t in range(1, turns + 1)],
+            "tokens_by_turn": [stats.bootstrap_mean(by_turn("completion_tokens", t)) for t in range(1, turns + 1)],
             "lines_from_previous": stats.bootstrap_mean(revised),
-            "tokens": results["refine"]["tokens"], "wall_s": round(results["refine"]["wall_s"], 2),
-            "episodes": len(results["refine"]["records"]),
-            "infrastructure_failures": sum(1 for r in results["refine"]["records"] if r.get("policy_error")),
-        },
+            "tokens": results[name]["tokens"], "wall_s": round(results[name]["wall_s"], 2),
+            "episodes": len(results[name]["records"]),
+            "infrastructure_failures": sum(1 for r in results[name]["records"] if r.get("policy_error")),
+            # Refinement against resampling at the same generated tokens.
+            "samples_at_equal_tokens": stats.bootstrap_mean(budgets),
+            "final_minus_best_at_equal_tokens": stats.paired_difference(final, at_budget),
+        }
+        return summary, first, final
+
+    refine, first, final = refine_arm("refine")
+    resampled = [stats.mean_of([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
+                 for row in independent]
+    others = {name: refine_arm(name)[0] for name in results if name.startswith("refine_")}
+    return {
+        "slots": slots,
+        "refine": refine,
+        **others,
         "independent": {
             "best_of_k": [stats.bootstrap_mean([stats.best_of(row, k) for row in rewards]) for k in range(1, turns + 1)],
             "mean_reward": stats.bootstrap_mean(flat(rewards)),
             "gate_pass": stats.bootstrap_mean(flat(samples("passed"))),
             "coverage": stats.bootstrap_mean(flat(samples("paint_fraction"))),
             "lines_from_previous": stats.bootstrap_mean(resampled),
+            "tokens_per_sample": stats.bootstrap_mean(flat(sample_tokens)),
             "tokens": results["independent"]["tokens"], "wall_s": round(results["independent"]["wall_s"], 2),
             "episodes": len(results["independent"]["records"]),
             "infrastructure_failures": sum(1 for r in results["independent"]["records"] if r.get("policy_error")),
@@ -264,7 +313,21 @@ def table(report: dict[str, Any]) -> str:
         f"{independent['wall_s']:.0f} s; infrastructure failures {refine['infrastructure_failures']} + "
         f"{independent['infrastructure_failures']}",
     ]
+    # Each refine arm (the config's revision format, and the other one when compared) against
+    # the best of the independent samples that fit in the same generated tokens.
+    for name in ["refine", *sorted(k for k in report if k.startswith("refine_"))]:
+        arm = report[name]
+        fmt = report.get("revision_format", "full") if name == "refine" else name.removeprefix("refine_")
+        tokens = " / ".join(_fmt_number(t["estimate"]) for t in arm.get("tokens_by_turn", []))
+        lines.append(f"{fmt} revisions: tokens by turn {tokens}; final - best of "
+                     f"{_fmt_number(arm['samples_at_equal_tokens']['estimate'])} independent at equal tokens "
+                     f"{_fmt(arm['final_minus_best_at_equal_tokens'], '+')}; final "
+                     f"{_fmt(arm['reward_by_turn'][-1])}")
     return "\n".join(lines)
+
+
+def _fmt_number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def draw_plot(path: Path, report: dict[str, Any]) -> Path:

@@ -88,7 +88,7 @@ class EpisodeRunner:
         episodes = [Episode(row) for row in rows]
         timings: dict[str, float] = defaultdict(float)
 
-        self.environments.reset(subjects, seeds, turns)
+        self.environments.reset(subjects, seeds, turns, revision_format)
         for turn in range(1, turns + 1):
             started = time.perf_counter()
             if recorded_replies is not None and turn <= min(len(r) for r in recorded_replies):

@@ -494,7 +494,7 @@ class _LoneSurrogateFirstTurn:
     def __init__(self, inner):
         self.inner = inner
 
-    def reset(self, subjects, seeds, turns):
+    def reset(self, subjects, seeds, turns, revision_format="full"):
         self.inner.reset(subjects, seeds, turns)
 
     def step(self, replies, turn):

@@ -26,7 +26,7 @@ class ForcedPaintings:
         self.inner, self.paints = inner, paints
         self.rendered: list[list[bool]] = []
 
-    def reset(self, subjects, seeds, turns):
+    def reset(self, subjects, seeds, turns, revision_format="full"):
         self.inner.reset(subjects, seeds, turns)
 
     def step(self, replies, turn):

@@ -254,7 +254,10 @@ def test_eval_command_writes_json_plot_and_gallery_for_the_tiny_policy(dense_pol
     gallery = Path(report["gallery"]).read_text()
     assert "step 1" in gallery and "step 2" in gallery and "data:image/png;base64," in gallery
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert sorted({e["arm"] for e in episodes}) == ["independent", "refine"]
+    # The config's revision format (edit) and the other one (full), each compared at equal tokens.
+    assert sorted({e["arm"] for e in episodes}) == ["independent", "refine", "refine_full"]
+    assert report["revision_format"] == "edit" and report["refine_full"]["episodes"] == 2
+    assert "full revisions: tokens by turn" in printed and "edit revisions: tokens by turn" in printed
     # Both arms paint the same slots: same subjects and the same render seeds.
     seeds = {arm: sorted({(e["subject"], e["seed"]) for e in episodes if e["arm"] == arm})
              for arm in ("refine", "independent")}
@@ -278,12 +281,14 @@ def test_eval_command_against_a_served_model_sends_the_painting_only_to_refining
         asked = server.chat_requests()
     printed = capsys.readouterr().out
     assert "served-painter at http" in printed and "headline: final - best-of-2 independent" in printed
-    # 2 slots: a 2-turn episode each (4 requests) and 2 independent samples each (4 requests).
-    assert len(asked) == 8
+    # 2 slots: a 2-turn episode each in both revision formats (8 requests) and 2 independent
+    # samples each (4 requests).
+    assert len(asked) == 12
     assert all(r.model == "served-painter" and r.bearer_token == "sekret" and r.body["max_tokens"] == 700
                for r in asked)
     with_painting = [r for r in asked if r.image_urls]
-    assert len(with_painting) == 2 and all(len(r.image_urls) == 1 for r in with_painting)
+    assert len(with_painting) == 4 and all(len(r.image_urls) == 1 for r in with_painting)
+    assert sum("SEARCH/REPLACE edit blocks" in r.text for r in with_painting) == 2
     assert all(len(r.body["messages"]) == 4 and "Turn 1 of 2" in r.text for r in with_painting)
     assert all(len(r.body["messages"]) == 2 for r in asked if not r.image_urls)
     report = json.loads((out / "eval.json").read_text())
@@ -424,3 +429,59 @@ def test_training_evaluates_on_held_out_subjects_and_the_demo_compares_with_the_
     assert rise["estimate"] == pytest.approx(summary.reward_last_third - summary.reward_first_third)
     assert rise["low"] <= rise["estimate"] <= rise["high"]
     assert re.fullmatch(r"[+-]\d\.\d{3}\([+-]\d\.\d{3}\.\.[+-]\d\.\d{3}\)", format_interval(rise))
+
+
+class EditBlocksPolicy:
+    """A message policy that paints a sketch on turn 1 (100 tokens, it says) and then revises it
+    with one SEARCH/REPLACE block a turn (10 tokens), against the sketch the environment shows."""
+
+    works_on = "messages"
+
+    def __init__(self):
+        self.revision_prompts: list[str] = []
+
+    def reply(self, conversations):
+        from agent.policies import PolicyReply
+
+        replies = []
+        for messages in conversations:
+            if len(messages) == 2:
+                replies.append(PolicyReply(f"```js\n{SMALL_SKETCH}```", completion_tokens=100))
+                continue
+            asked = " ".join(part["text"] for part in messages[-1]["content"] if part["type"] == "text")
+            self.revision_prompts.append(asked)
+            radius = 35 + len([m for m in messages if m["role"] == "assistant"])
+            previous = radius - 1 if radius > 36 else 35
+            replies.append(PolicyReply(
+                f"<<<<<<< SEARCH\n  brush.circle(130, 120, {previous});\n=======\n"
+                f"  brush.circle(130, 120, {radius});\n>>>>>>> REPLACE", completion_tokens=10))
+        return replies
+
+
+def test_eval_counts_tokens_per_turn_and_compares_edits_with_resampling_at_equal_tokens(environments, tmp_path):
+    from multiturn_trainer.evaluation import equal_token_budget, run_eval, table
+
+    assert equal_token_budget(110, [100, 100, 100]) == 1 and equal_token_budget(300, [100, 100, 100]) == 3
+    assert equal_token_budget(50, [100, 100]) == 1 and equal_token_budget(None, [100]) is None
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=3, revision_format="edit")
+    policy = EditBlocksPolicy()
+    report = run_eval(config, policy, ["a red apple"], 2, tmp_path / "eval", environments=environments,
+                      progress=False)
+    refine = report["refine"]
+    assert [t["estimate"] for t in refine["tokens_by_turn"]] == [100, 10, 10]
+    # 120 tokens buy one independent sample of 100: refinement is compared with best of 1.
+    assert refine["samples_at_equal_tokens"]["estimate"] == 1
+    assert refine["final_minus_best_at_equal_tokens"]["n"] == 2
+    assert refine["gate_pass_by_turn"][2]["estimate"] == 1.0
+    episodes = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    refined = [e for e in episodes if e["arm"] == "refine"]
+    for episode in refined:
+        # Each turn records its reply and the sketch the environment holds after it.
+        codes = [turn["code"] for turn in episode["turns"]]
+        assert "brush.circle(130, 120, 35);" in codes[0] and "brush.circle(130, 120, 37);" in codes[2]
+        assert [turn["completion_tokens"] for turn in episode["turns"]] == [100, 10, 10]
+    # Turn 2 quotes nothing (the draft is the policy's own reply); turn 3 shows the edited sketch.
+    assert all("SEARCH/REPLACE edit blocks" in text for text in policy.revision_prompts)
+    shown = [text for text in policy.revision_prompts if "Your current sketch, with your edits applied" in text]
+    assert len(shown) == 2 and all("brush.circle(130, 120, 36);" in text for text in shown)
+    assert "edit revisions: tokens by turn 100.0 / 10.0 / 10.0" in table(report)
