@@ -14,6 +14,7 @@ both arms). Writes ``OUT/learn.json`` (every number) and ``OUT/learn.png`` (rewa
 turn gain against step and against generated tokens), and ends each arm and seed with one line::
 
     learn: arm=NAME seed=N steps=N reward_rise=E(LO..HI) gate_rise=E(LO..HI) eval_final_minus_best_of_k=E(LO..HI)
+           eval_turn_gain=E(LO..HI) eval_final_minus_best_at_equal_tokens=E(LO..HI) tokens_by_turn=T1/T2
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from multiturn_trainer.evaluation_stats import format_interval
+from multiturn_trainer.evaluation_stats import format_interval, format_tokens
 from multiturn_trainer.plots import pyplot, save
 from multiturn_trainer.report import curves, run_figures
 from multiturn_trainer.store import RunStore
@@ -94,6 +95,8 @@ def eval_figures(report: dict[str, Any], warm_start: dict[str, Any] | None = Non
 
     return {"reward_final": report["refine"]["reward_by_turn"][-1], "final_minus_first": report["final_minus_first"],
             "final_minus_best_of_k": report["final_minus_best_of_k"],
+            "final_minus_best_at_equal_tokens": report["refine"]["final_minus_best_at_equal_tokens"],
+            "tokens_by_turn": [t["estimate"] for t in report["refine"]["tokens_by_turn"]],
             "gate_pass_final": report["refine"]["gate_pass_by_turn"][-1],
             "final_minus_warm_start": final_difference(report, warm_start) if warm_start else None}
 
@@ -101,20 +104,25 @@ def eval_figures(report: dict[str, Any], warm_start: dict[str, Any] | None = Non
 def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None, warm: dict | None) -> list[str]:
     """The printed block of one arm and seed; the last line is the verdict line."""
     lines = [f"learn: arm={arm} seed={seed}: {figures['steps']} steps, {figures['episodes']} episodes, "
-             f"{figures['tokens']} generated tokens"]
+             f"{figures['tokens']} generated tokens (by turn {format_tokens(figures.get('tokens_by_turn'))})"]
     for what, name in (("reward", "reward"), ("gate", "gate pass"), ("blank", "blank canvas")):
         f = figures[what]
         lines.append(f"  {name:<12} first third {format_interval(f['first_third'])}  last third {format_interval(f['last_third'])}"
                      f"  rise {format_interval(f['rise'])}")
     if trained is not None and warm is not None:
         for key, name in (("reward_final", "final-turn reward"), ("final_minus_first", "turn gain"),
-                          ("final_minus_best_of_k", "final - best of k")):
+                          ("final_minus_best_of_k", "final - best of k"),
+                          ("final_minus_best_at_equal_tokens", "final - best at equal tokens")):
             lines.append(f"  held-out {name:<18} trained {format_interval(trained[key])}  warm start {format_interval(warm[key])}")
         lines.append(f"  held-out final-turn reward, trained - warm start (paired by slot) "
                      f"{format_interval(trained.get('final_minus_warm_start'))}")
     best = trained["final_minus_best_of_k"] if trained else None
+    equal = trained["final_minus_best_at_equal_tokens"] if trained else None
+    gain = trained["final_minus_first"] if trained else None
     lines.append(f"learn: arm={arm} seed={seed} steps={figures['steps']} reward_rise={format_interval(figures['reward']['rise'])} "
-                 f"gate_rise={format_interval(figures['gate']['rise'])} eval_final_minus_best_of_k={format_interval(best)}")
+                 f"gate_rise={format_interval(figures['gate']['rise'])} eval_final_minus_best_of_k={format_interval(best)} "
+                 f"eval_turn_gain={format_interval(gain)} eval_final_minus_best_at_equal_tokens={format_interval(equal)} "
+                 f"tokens_by_turn={format_tokens(figures.get('tokens_by_turn'))}")
     return lines
 
 

@@ -223,7 +223,9 @@ def eval_fields(reports: dict[str, dict[str, Any]]) -> str:
     for name, report in reports.items():
         prefix = "eval" if name == "trained" else f"eval_{name}"
         fields += [f"{prefix}_turn_gain={format_interval(report['final_minus_first'])}",
-                   f"{prefix}_final_minus_best_of_k={format_interval(report['final_minus_best_of_k'])}"]
+                   f"{prefix}_final_minus_best_of_k={format_interval(report['final_minus_best_of_k'])}",
+                   f"{prefix}_final_minus_best_at_equal_tokens="
+                   f"{format_interval(report['refine']['final_minus_best_at_equal_tokens'])}"]
     if {"trained", "warm_start"} <= reports.keys():
         # What training bought on subjects it never saw: the final painting, slot by slot.
         fields.append("eval_trained_minus_warm_start="
@@ -237,7 +239,7 @@ def cmd_demo(args) -> int:
     import shutil
 
     from multiturn_trainer.config import parse_config
-    from multiturn_trainer.evaluation_stats import format_interval
+    from multiturn_trainer.evaluation_stats import format_interval, format_tokens
 
     config = config_or_exit("demo", lambda: parse_config(args.argv, prog="watercolour demo",
                                                          default_config="configs/demo.yaml"))
@@ -247,8 +249,8 @@ def cmd_demo(args) -> int:
         shutil.rmtree(config.output_dir)
     summary = train(config)
     reports = demo_eval(config, summary)
-    print(f"{demo_line(summary)} reward_rise={format_interval(summary.reward_rise)} {eval_fields(reports)}",
-          flush=True)
+    print(f"{demo_line(summary)} reward_rise={format_interval(summary.reward_rise)} "
+          f"tokens_by_turn={format_tokens(summary.tokens_by_turn)} {eval_fields(reports)}", flush=True)
     return 0
 
 
@@ -359,14 +361,15 @@ def cmd_eval(args) -> int:
 # --- report, bench learn -------------------------------------------------------------------------
 
 def cmd_report(args) -> int:
-    from multiturn_trainer.evaluation_stats import format_interval
+    from multiturn_trainer.evaluation_stats import format_interval, format_tokens
     from multiturn_trainer.report import build_report
 
     numbers = build_report([Path(p) for p in args.paths], Path(args.out))
     for run in numbers["runs"]:
         s = run["summary"]
         print(f"report: {run['label']}: {s['steps']} steps, reward rise {format_interval(s['reward']['rise'])}, "
-              f"gate rise {format_interval(s['gate']['rise'])}, turn gain {format_interval(s['turn_gain'])}")
+              f"gate rise {format_interval(s['gate']['rise'])}, turn gain {format_interval(s['turn_gain'])}, "
+              f"tokens by turn {format_tokens(s.get('tokens_by_turn'))}")
     for ev in numbers["evals"]:
         print(f"report: {ev['label']}: final - best of k {format_interval(ev['final_minus_best_of_k'])}")
     print(f"report: wrote {numbers['html']} and {len(numbers['plots'])} plots in {Path(args.out)}")

@@ -114,3 +114,8 @@ def format_interval(summary: dict | None) -> str:
     if summary is None or summary["estimate"] is None:
         return "nan"
     return f"{summary['estimate']:+.3f}({summary['low']:+.3f}..{summary['high']:+.3f})"
+
+
+def format_tokens(values: list[float | None] | None) -> str:
+    """Mean generated tokens per turn, "430/61": a revision's cost beside a first draft's."""
+    return "/".join("nan" if v is None else f"{v:.0f}" for v in values or []) or "nan"

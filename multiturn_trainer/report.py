@@ -31,7 +31,7 @@ import yaml
 from env.errors import UsageError
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.plots import band, pyplot, save
-from multiturn_trainer.store import RunStore, mean, turn_gains
+from multiturn_trainer.store import RunStore, mean, tokens_by_turn, turn_gains
 from rewards.mixer import COMPONENTS
 
 BAND_RESAMPLES = 1000  # per plotted point; the interval's ends move by < 0.01 of a sd beyond this
@@ -77,7 +77,8 @@ def run_figures(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     """First third, last third and rise (last minus first) of reward, gate pass and blank rate."""
     first, last, steps = thirds(episodes)
     figures: dict[str, Any] = {"steps": steps, "episodes": len(episodes),
-                               "tokens": sum(int(e.get("completion_tokens") or 0) for e in episodes)}
+                               "tokens": sum(int(e.get("completion_tokens") or 0) for e in episodes),
+                               "tokens_by_turn": tokens_by_turn(episodes)}
     for what in ("reward", "gate", "blank"):
         a, b = episode_values(first, what), episode_values(last, what)
         figures[what] = {"first_third": stats.bootstrap_mean(a), "last_third": stats.bootstrap_mean(b),

@@ -204,8 +204,15 @@ def turn_statistics(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "coverage": mean([t["paint_fraction"] for t in turns]),
             "shapes": mean([s["n_shapes"] for s in stats if "n_shapes" in s]),
             "fill_calls": mean([s["n_fill_calls"] for s in stats if "n_fill_calls" in s]),
+            # Generated tokens (replayed turns and runs recorded before tokens were kept left out).
+            "tokens": mean([t["completion_tokens"] for t in turns if t.get("completion_tokens")]),
         })
     return rows
+
+
+def tokens_by_turn(records: list[dict[str, Any]]) -> list[float | None]:
+    """Mean generated tokens of turn 1, 2, ... over ``records``: what a revision costs against a first draft."""
+    return [row["tokens"] for row in turn_statistics(records)]
 
 
 def checkpoint_step(path: str | Path) -> int:

@@ -14,7 +14,7 @@ from multiturn_trainer.config import GRPO_FIELDS, TrainConfig
 from multiturn_trainer.evaluation_stats import difference_of_means
 from multiturn_trainer.kernels import announce_kernels
 from multiturn_trainer.resources import scorer_for, episode_row, has_gpu, load_model, quiet_renamed_checkpointing_warning
-from multiturn_trainer.store import RunStore, checkpoint_step, mean, turn_gains
+from multiturn_trainer.store import RunStore, checkpoint_step, mean, tokens_by_turn, turn_gains
 
 VISION_MODULES = r".*\.visual\..*"
 # Fused MoE expert weights (3-D parameters, not nn.Linear): reachable only via target_parameters.
@@ -33,6 +33,8 @@ class TrainSummary:
     adapter: Path | None
     # Last third minus first third with its bootstrap 95 % interval: is the rise more than noise?
     reward_rise: dict | None = None
+    # Mean generated tokens of each turn over the run's episodes.
+    tokens_by_turn: list[float | None] | None = None
 
 
 def peft_config(config: TrainConfig, model):
@@ -247,6 +249,7 @@ def summarise_run(store: RunStore, adapter: Path | None = None) -> TrainSummary:
         gallery=gallery,
         adapter=adapter,
         reward_rise=difference_of_means(last_third, first_third),
+        tokens_by_turn=tokens_by_turn(episodes),
     )
 
 

@@ -18,6 +18,7 @@ from PIL import Image
 
 from multiturn_trainer.bench_learn import arm_lines
 from multiturn_trainer.report import curves, run_figures
+from multiturn_trainer.evaluation_stats import format_tokens
 from watercolour.cli import main
 
 
@@ -70,15 +71,18 @@ def test_learn_figures_find_a_rise_and_no_rise(tmp_path):
     assert verdict.startswith("learn: arm=multi seed=3 steps=6 reward_rise=")
     estimate, low, high = interval_of(verdict, "gate_rise")
     assert estimate == pytest.approx(up["gate"]["rise"]["estimate"], abs=5e-4) and low > 0
-    assert verdict.endswith("eval_final_minus_best_of_k=nan")
+    assert "eval_final_minus_best_of_k=nan eval_turn_gain=nan eval_final_minus_best_at_equal_tokens=nan" in verdict
     # With the held-out evals: the trained adapter against its warm start, slot by slot.
     point = lambda e: {"estimate": e, "low": e - 0.1, "high": e + 0.1, "n": 12}  # noqa: E731
     held_out = lambda against: {"reward_final": point(0.6), "final_minus_first": point(0.01),  # noqa: E731
                                 "final_minus_best_of_k": point(-0.02), "gate_pass_final": point(1.0),
+                                "final_minus_best_at_equal_tokens": point(0.05), "tokens_by_turn": [400, 80],
                                 "final_minus_warm_start": against}
     lines = arm_lines("multi", 3, up, held_out(point(0.3)), held_out(None))
     assert "trained - warm start (paired by slot) +0.300(+0.200..+0.400)" in lines[-2]
-    assert lines[-1].endswith("eval_final_minus_best_of_k=-0.020(-0.120..+0.080)")
+    assert "eval_final_minus_best_of_k=-0.020(-0.120..+0.080) eval_turn_gain=+0.010(-0.090..+0.110) " \
+           "eval_final_minus_best_at_equal_tokens=+0.050(-0.050..+0.150)" in lines[-1]
+    assert lines[-1].endswith(f"tokens_by_turn={format_tokens(up['tokens_by_turn'])}")
     rows = curves(rising)
     assert [r["tokens"] for r in rows] == [12 * 600 * s for s in range(1, 7)]
 
