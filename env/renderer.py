@@ -170,8 +170,15 @@ SANDBOX_ARGS = [
     # main thread: compiled in the background, it is installed whenever that thread finishes,
     # so the frame sizes on the stack, and with them the recursion depth at which RangeError
     # is thrown, changed from render to render (9,605 to 17,839 frames were measured).
+    # The same holds for everything else V8 does in the background or keeps between pages,
+    # which made a sketch that catches stack overflows paint differently depending on what
+    # else the pool was rendering: --single-threaded runs no V8 background task at all
+    # (Maglev and GC work included), --no-compilation-cache compiles every page's scripts
+    # afresh (a function compiled by an earlier page of the same renderer process needs no
+    # lazy compilation, and so less stack, at the overflow), and --no-flush-bytecode and
+    # --no-memory-reducer take the timer-driven GC decisions about compiled code away.
     "--js-flags=--max-old-space-size=512 --no-concurrent-recompilation --no-concurrent-osr"
-    " --no-concurrent-sparkplug",
+    " --no-concurrent-sparkplug --single-threaded --no-compilation-cache --no-flush-bytecode --no-memory-reducer",
     "--renderer-process-limit=4",
 ]
 
@@ -433,6 +440,7 @@ class RendererPool:
         self._idle: asyncio.Queue[_Browser] | None = None
         self._files = {path: file.read_bytes() for path, file in self._library_paths().items()}
         self._pending_html: dict[str, str] = {}
+        self.page_messages = 0  # console messages and page errors the pages sent (see _render_on)
 
     @staticmethod
     def _library_paths() -> dict[str, Path]:
@@ -607,6 +615,11 @@ class RendererPool:
         try:
             page = await browser.context.new_page()
             page.on("crash", lambda _page: crashed.set())
+            # The page should send nothing to the console or as a page error (runtime.js
+            # cancels errors and rejections and silences the console): what arrives anyway
+            # is counted, so a test can hold the page to that.
+            page.on("console", self._count_page_message)
+            page.on("pageerror", self._count_page_message)
             session = await browser.context.new_cdp_session(page)
             held = asyncio.ensure_future(self._watch_held_memory(session, memory_event, over_memory))
 
@@ -694,6 +707,9 @@ class RendererPool:
                 return result
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
             reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
+
+    def _count_page_message(self, _message) -> None:
+        self.page_messages += 1
 
     def _held_message(self, held_mb: int) -> str:
         return (f"the page held {held_mb} MiB of typed arrays and buffers, over the "

@@ -13,7 +13,7 @@ from env.gate.literals import (
     _string_literal_value,
     _unparenthesize,
 )
-from env.gate.names import _MUTATING_OBJECT_METHODS, _SENSITIVE_NAMES, _classify_free_name
+from env.gate.names import _MUTATING_OBJECT_METHODS, _classify_free_name
 from env.gate.scopes import (
     _GLOBAL_THIS_HOOKS,
     _GUARDED_KINDS,
@@ -25,6 +25,10 @@ from env.gate.scopes import (
     _pattern_identifiers,
 )
 from env.gate.visit_values import _ValueReading
+
+
+# Top-level declarations the gate still names (see _ScopeTracking.declare).
+_NAVIGATING_NAMES = frozenset({"location"})
 
 
 class _ScopeTracking(_ValueReading):
@@ -39,9 +43,12 @@ class _ScopeTracking(_ValueReading):
         name = _identifier_name(name_node)
         if name not in target.bindings or kind != "var":
             target.bindings[name] = _Binding(name, kind, value, value_scope)
-        if target is program and kind in ("var", "function") and name in _SENSITIVE_NAMES:
-            # Top-level var and function declarations become properties of the global
-            # object, so `var location = ...` navigates and `var top` is the real window.
+        if target is program and kind in ("var", "function") and name in _NAVIGATING_NAMES:
+            # In a plain script a top-level var or function becomes a property of window. The
+            # sketch runs as the body of a function in a Compartment (env/page/runtime.js), so
+            # its top-level declarations are its own locals and reach nothing: helpers named
+            # `select`, `open`, `top` or `fetch` are accepted. `var location = url` is still
+            # named: it is how a script navigates, never a helper name an honest sketch picks.
             code = _classify_free_name(name, frozenset())
             self.report(name_node, code or "external_access", f"top-level `{kind} {name}` writes to the browser global `{name}`")
 
