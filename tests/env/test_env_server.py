@@ -282,6 +282,37 @@ def test_hostile_reply_over_the_wire_gets_reasons_and_no_render(server_url):
             client.reset(subject="a harbour", turns=99)
 
 
+def _edit(search: str, replace: str) -> str:
+    return f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
+
+
+@pytest.mark.slow  # 4 renders
+def test_an_openenv_client_drives_edit_turns_and_the_session_keeps_the_sketch(server_url):
+    """Edit replies over the wire: the server session holds the episode's sketch, applies each
+    edit to it, keeps it through a failed edit, and every observation carries it."""
+    recolour = _edit("  brush.fill('#2b6cb0', 140);", "  brush.fill('#2b8f4e', 140);")
+    smuggle = _edit("  brush.circle(130, 120, 35);", "  brush.circle(130, 120, 35);\n  text('hi', 20, 20);")
+    with WatercolourEnv(base_url=server_url).sync() as client:
+        started = client.reset(subject="two poppies", seed=5, turns=5, revision_format="edit").observation
+        assert started.code is None and "<<<<<<< SEARCH" in started.feedback
+        draft = client.step(WatercolourAction(response=SMALL_REPLY)).observation
+        sketch = SMALL_SKETCH.rstrip("\n")  # as the gate extracts it from the fenced block
+        assert draft.passed and draft.code == sketch and not draft.show_code
+        assert "SEARCH/REPLACE edit blocks" in draft.feedback
+        edited = client.step(WatercolourAction(response=f"Greener.\n{recolour}")).observation
+        assert edited.passed and edited.code == sketch.replace("#2b6cb0", "#2b8f4e") and edited.show_code
+        assert png_bytes(edited) != png_bytes(draft)
+        missed = client.step(WatercolourAction(response=recolour)).observation  # its SEARCH is gone now
+        assert not missed.passed and missed.violations == ["edit_no_match"] and missed.image_png_base64 is None
+        assert missed.code == edited.code and not missed.show_code  # kept, and already shown
+        assert "block 1" in missed.feedback and "brush.fill('#2b6cb0', 140);" in missed.feedback
+        assert not infrastructure_failed(missed)
+        gated = client.step(WatercolourAction(response=smuggle)).observation
+        assert not gated.passed and "text_label" in gated.violations  # the gate sees the edited sketch
+        assert "text('hi', 20, 20);" in gated.code
+        assert client.state().revision_format == "edit"
+
+
 def test_session_limit_is_enforced(evaluator):
     with running_server(create_app(evaluator, max_sessions=1)) as url:
         with WatercolourEnv(base_url=url).sync() as first:
