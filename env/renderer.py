@@ -205,6 +205,14 @@ def memory_limit_mb_for(contract: SketchContract) -> int:
 
 DEFAULT_MEMORY_LIMIT_MB = memory_limit_mb_for(SketchContract())
 
+# The GPU process holds every canvas's and WEBGL context's memory (with software GL, in its own
+# RSS), outside the page's. It is watched the same way, against its own ceiling: a 200x200
+# sketch's browser peaked at 184 MB, the six examples at 2048x2048 (scaleBrushes(10)) at
+# 441-454 MB; sixteen 2048x2048 WEBGL canvases reached 1476 MB. The page allows two canvases'
+# worth of pixels in at most four createCanvas calls (runtime.js), so this is the bound for
+# whatever else a sketch finds.
+GPU_RSS_LIMIT_MB = 768
+
 
 def find_chromium() -> str | None:
     """A Chromium on PATH (Debian's), else Playwright's own download (None)."""
@@ -363,6 +371,11 @@ class _Browser:
                 # process is killed outright so the pool keeps serving.
                 kill_browser(self.marker)
 
+    def gpu_rss_mb(self) -> int:
+        """Resident memory of this browser's GPU process, in MB (0 when there is none)."""
+        pids = _typed_pids(browser_pids(self.marker), ("gpu-process",)) if self.marker else []
+        return max((_rss_kb(pid) or 0 for pid, _kind in pids), default=0) // 1024
+
     def forget(self) -> None:
         """Drop a browser whose driver is gone: nothing can be asked of it any more, so its
         process is killed by its marker and the next render launches a new one."""
@@ -420,6 +433,7 @@ class RendererPool:
         executable: str | None = None,
         pixel_density: float = 1.0,
         memory_limit_mb: int | None = None,
+        gpu_memory_limit_mb: int | None = None,
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
@@ -431,6 +445,7 @@ class RendererPool:
         # turns (a quarter of the pixels to raster; the PNG is half the size).
         self.pixel_density = pixel_density
         self.memory_limit_mb = memory_limit_mb if memory_limit_mb is not None else memory_limit_mb_for(self.contract)
+        self.gpu_memory_limit_mb = gpu_memory_limit_mb if gpu_memory_limit_mb is not None else GPU_RSS_LIMIT_MB
         self.executable = executable if executable is not None else find_chromium()
         self._playwright = None
         self._driver = None
@@ -575,6 +590,10 @@ class RendererPool:
         try:
             try:
                 await self._ensure_driver()
+                if browser.running and await asyncio.to_thread(browser.gpu_rss_mb) > self.gpu_memory_limit_mb * 2 // 3:
+                    # What earlier renders left in the GPU process is not this sketch's: the
+                    # browser is replaced before it renders, so its budget is all its own.
+                    await browser.close()
                 fresh = not browser.running
                 await browser.ensure_started()
                 if fresh:
@@ -641,8 +660,8 @@ class RendererPool:
                 kill_pids(over_memory.get("pid"))
                 await browser.close()
                 return _sketch_failure(started, "memory_limit",
-                                       f"the page used {over_memory.get('rss_mb', 0)} MB, over the "
-                                       f"{self.memory_limit_mb} MB limit")
+                                       f"the {over_memory.get('process', 'page')} used {over_memory.get('rss_mb', 0)} MB, "
+                                       f"over the {over_memory.get('limit_mb', self.memory_limit_mb)} MB limit")
             if outcome == "navigated":
                 await browser.close()
                 return _sketch_failure(started, "external_access", "the sketch tried to navigate away from its page")
@@ -740,20 +759,21 @@ class RendererPool:
         ArrayBuffer backing stores and canvases live outside the V8 heap, so
         --max-old-space-size alone does not stop a memory bomb; RSS does.
         """
-        limit_kb = self.memory_limit_mb * 1024
+        limits_kb = {"renderer": self.memory_limit_mb * 1024, "gpu-process": self.gpu_memory_limit_mb * 1024}
         roots = await asyncio.to_thread(browser_pids, browser.marker)
-        renderers: list[int] = []
+        watched: list[tuple[int, str]] = []
         samples = 0
         while not event.is_set():
-            # Walking /proc for the process tree costs ~9 ms here; reading known renderers'
+            # Walking /proc for the process tree costs ~9 ms here; reading known processes'
             # RSS is ~0.1 ms, so the tree is refreshed only every 2 s (or until one is found).
-            if not renderers or samples % 20 == 0:
-                renderers = await asyncio.to_thread(_renderer_pids, roots)
+            if not watched or samples % 20 == 0:
+                watched = await asyncio.to_thread(_typed_pids, roots, tuple(limits_kb))
             samples += 1
-            for pid in renderers:
+            for pid, kind in watched:
                 rss = _rss_kb(pid)
-                if rss is not None and rss > limit_kb:
-                    found.update(pid=pid, rss_mb=rss // 1024)
+                if rss is not None and rss > limits_kb[kind]:
+                    found.update(pid=pid, rss_mb=rss // 1024, limit_mb=limits_kb[kind] // 1024,
+                                 process="GPU process" if kind == "gpu-process" else "page")
                     event.set()
                     return
             await asyncio.sleep(MEMORY_SAMPLE_S)
@@ -836,13 +856,20 @@ def _children(pids: list[int]) -> list[int]:
 
 def _renderer_pids(roots: list[int]) -> list[int]:
     """Renderer processes (``--type=renderer``) under the browser ``roots``."""
+    return [pid for pid, _kind in _typed_pids(roots, ("renderer",))]
+
+
+def _typed_pids(roots: list[int], kinds: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(pid, kind) of the processes under the browser ``roots`` started with ``--type=KIND``."""
     found = []
     for pid in _children(roots):
         try:
-            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
+            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
+        for kind in kinds:
+            if f"--type={kind}".encode() in arguments:
+                found.append((pid, kind))
     return found
 
 

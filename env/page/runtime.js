@@ -213,6 +213,10 @@
 
   // --- endowments -----------------------------------------------------------------------
   const maxSide = config.maxCanvasSide;
+  const MAX_CANVASES = 4;
+  const CANVAS_PIXEL_BUDGET = 2 * maxSide * maxSide;
+  let canvases = 0;
+  let canvasPixels = 0;
   const needInstance = (name) => {
     if (!state.instance) throw TypeError(`${name}() can only be called inside setup() or draw()`);
     return state.instance;
@@ -226,6 +230,18 @@
         if (!(w <= maxSide && h <= maxSide && w * h <= maxSide * maxSide)) {
           throw violation('canvas_too_large', `createCanvas(${String(w)}, ${String(h)})`);
         }
+        // Each createCanvas makes a new canvas and WEBGL context whose memory lives in the
+        // GPU process, outside anything the page's own memory counts, and p5 does not free the
+        // one it replaces. A painting needs one canvas (two, when a sketch resizes once): the
+        // canvases of one render may hold CANVAS_PIXEL_BUDGET pixels in all, in at most
+        // MAX_CANVASES calls. The renderer also watches the GPU process itself.
+        const pixels = (w > 0 ? +w : 0) * (h > 0 ? +h : 0);
+        canvases++;
+        if (canvases > MAX_CANVASES || canvasPixels + pixels > CANVAS_PIXEL_BUDGET) {
+          throw violation('memory_limit', `createCanvas called ${canvases} times for ${canvasPixels + pixels} pixels in all `
+            + `(at most ${MAX_CANVASES} canvases, ${CANVAS_PIXEL_BUDGET} pixels)`);
+        }
+        canvasPixels += pixels;
         let result;
         try { result = apply(P5.prototype.createCanvas, instance, args); } catch (e) { throw rethrow(e); }
         if (config.pixelDensity !== 1) {
