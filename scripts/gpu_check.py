@@ -735,8 +735,8 @@ class InjectedSketches:
         self.inner = inner
         self.sketches = [p.read_text() for p in sorted((ROOT / "examples" / "sketches").glob("*.js"))]
 
-    def reset(self, subjects, seeds, turns):
-        self.inner.reset(subjects, seeds, turns)
+    def reset(self, subjects, seeds, turns, revision_format="full"):
+        self.inner.reset(subjects, seeds, turns, revision_format)
 
     def step(self, replies, turn):
         return self.inner.step([self.sketches[(i + turn) % len(self.sketches)] for i in range(len(replies))], turn)

@@ -495,7 +495,7 @@ class _LoneSurrogateFirstTurn:
         self.inner = inner
 
     def reset(self, subjects, seeds, turns, revision_format="full"):
-        self.inner.reset(subjects, seeds, turns)
+        self.inner.reset(subjects, seeds, turns, revision_format)
 
     def step(self, replies, turn):
         return self.inner.step([LONE_SURROGATE_REPLY] * len(replies) if turn == 1 else replies, turn)

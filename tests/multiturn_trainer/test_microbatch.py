@@ -27,7 +27,7 @@ class ForcedPaintings:
         self.rendered: list[list[bool]] = []
 
     def reset(self, subjects, seeds, turns, revision_format="full"):
-        self.inner.reset(subjects, seeds, turns)
+        self.inner.reset(subjects, seeds, turns, revision_format)
 
     def step(self, replies, turn):
         forced = [f"```js\n{SMALL_SKETCH}```" if self.paints[i][turn - 1] else BROKEN for i in range(len(replies))]
