@@ -334,6 +334,7 @@ class _Browser:
         self.renders = 0
         self.waiters: dict[Any, asyncio.Future] = {}
         self.marker = ""
+        self.gpu_pids: list[int] = []  # this browser's GPU process, as the memory watch found it
 
     @property
     def running(self) -> bool:
@@ -507,6 +508,11 @@ class RendererPool:
 
     async def _stop_driver(self):
         driver, self._driver, self._playwright = self._driver, None, None
+        # A driver that died left its reason on the transport's error future: read here, so
+        # asyncio does not log it as never retrieved.
+        error = getattr(getattr(getattr(driver, "_client", None), "_transport", None), "on_error_future", None)
+        if isinstance(error, asyncio.Future) and error.done() and not error.cancelled():
+            error.exception()
         if driver is not None:
             try:
                 await asyncio.wait_for(driver.__aexit__(None, None, None), timeout=10)
@@ -548,6 +554,12 @@ class RendererPool:
         return await self._playwright.chromium.launch(**kwargs)
 
     async def _route(self, route):
+        try:
+            await self._serve(route)
+        except Exception:
+            pass  # the page, browser or driver went away while the request was answered
+
+    async def _serve(self, route):
         url = route.request.url
         if url.startswith(SANDBOX_ORIGIN + "/"):
             path = url[len(SANDBOX_ORIGIN):].split("?", 1)[0]
@@ -630,6 +642,10 @@ class RendererPool:
         memory_event = asyncio.Event()
         page_url = SANDBOX_ORIGIN + key
         monitor = asyncio.ensure_future(self._watch_memory(browser, memory_event, over_memory))
+        # A dead driver answers nothing and reports nothing (not even the browser's
+        # disconnection): its death is watched for, or the render would wait out its deadline.
+        driver_gone = asyncio.Event()
+        driver_watch = asyncio.ensure_future(self._watch_driver(driver_gone))
         held = None
         try:
             page = await browser.context.new_page()
@@ -653,7 +669,10 @@ class RendererPool:
             page.on("popup", lambda _popup: navigated.set())
             outcome = await _race(self._load_and_wait(browser, page, key, nonce),
                                   {"crashed": crashed, "browser_died": died, "navigated": navigated,
-                                   "memory_limit": memory_event}, deadline)
+                                   "memory_limit": memory_event, "driver_died": driver_gone}, deadline)
+            if outcome == "driver_died":
+                browser.forget()
+                return _infrastructure_result(started, "driver_died: the Playwright driver exited mid-render")
             if outcome == "memory_limit" and "held_mb" in over_memory:
                 return _sketch_failure(started, "memory_limit", self._held_message(over_memory["held_mb"]))
             if outcome == "memory_limit":
@@ -676,6 +695,12 @@ class RendererPool:
                 return _sketch_failure(started, "render_crashed", "the renderer process died (memory or crash)")
             if outcome.get("endedAs") == "lockdown_failed":
                 return _infrastructure_result(started, f"sandbox_failed: {safe_lines(outcome.get('errors'))}")
+            # The GPU process's peak over this render, the bursts between samples included.
+            gpu_peak = _peak_rss_mb(browser.gpu_pids)
+            if gpu_peak > self.gpu_memory_limit_mb:
+                await browser.close()
+                return _sketch_failure(started, "memory_limit", f"the GPU process used {gpu_peak} MB, over the "
+                                       f"{self.gpu_memory_limit_mb} MB limit")
             # What the page holds at the capture (it is idle now: the report has been sent).
             held.cancel()
             held_bytes = await asyncio.wait_for(self._held_bytes(session), max(0.5, deadline - (time.perf_counter() - started)))
@@ -702,6 +727,7 @@ class RendererPool:
             return _infrastructure_result(started, f"render_protocol_error: {message[:300]}")
         finally:
             monitor.cancel()
+            driver_watch.cancel()
             if held is not None:
                 held.cancel()
             process.remove_listener("disconnected", on_disconnected)
@@ -726,6 +752,11 @@ class RendererPool:
                 return result
             # A report without our nonce came from the sketch itself: ignore it, keep waiting.
             reported = browser.waiters[page] = asyncio.get_running_loop().create_future()
+
+    async def _watch_driver(self, event: asyncio.Event) -> None:
+        while self._driver_alive():
+            await asyncio.sleep(0.2)
+        event.set()
 
     def _count_page_message(self, _message) -> None:
         self.page_messages += 1
@@ -768,6 +799,14 @@ class RendererPool:
             # RSS is ~0.1 ms, so the tree is refreshed only every 2 s (or until one is found).
             if not watched or samples % 20 == 0:
                 watched = await asyncio.to_thread(_typed_pids, roots, tuple(limits_kb))
+                gpu = [pid for pid, kind in watched if kind == "gpu-process"]
+                if gpu != browser.gpu_pids:
+                    # The GPU process's peak is read once more when the render ends
+                    # (_gpu_peak_mb): its memory grows in bursts (the read-back of the
+                    # painting) that sampling can miss. The peak starts from this render.
+                    browser.gpu_pids = gpu
+                    for pid in gpu:
+                        _reset_peak_rss(pid)
             samples += 1
             for pid, kind in watched:
                 rss = _rss_kb(pid)
@@ -864,13 +903,35 @@ def _typed_pids(roots: list[int], kinds: tuple[str, ...]) -> list[tuple[int, str
     found = []
     for pid in _children(roots):
         try:
-            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            # Chromium rewrites its process title, so the switches may be one space-separated
+            # string rather than NUL-separated arguments: matched as text.
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         for kind in kinds:
-            if f"--type={kind}".encode() in arguments:
+            if f"--type={kind}".encode() in command:
                 found.append((pid, kind))
     return found
+
+
+def _reset_peak_rss(pid: int) -> None:
+    """Start the process's peak resident size (VmHWM) afresh (Linux: clear_refs 5)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb(pids: list[int]) -> int:
+    peak = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except (OSError, ValueError):
+            continue
+    return peak // 1024
 
 
 def _rss_kb(pid: int) -> int | None:

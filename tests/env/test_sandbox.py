@@ -665,11 +665,11 @@ def test_strings_keep_their_values_when_eval_is_escaped_in_them():
 
 @pytest.mark.slow  # a 2048x2048 painting in its own pool
 def test_the_gpu_process_is_watched_against_its_own_ceiling():
-    # Ceiling 300 MB: a small painting's browser stays under it (~190 MB measured), a
-    # 2048x2048 one goes over (~450 MB), and the render is the sketch's memory_limit.
-    big = SMALL_SKETCH.replace("createCanvas(200, 200, WEBGL);", "createCanvas(2048, 2048, WEBGL);").replace(
-        "brush.scaleBrushes(1);", "brush.scaleBrushes(10);")
-    with SyncRenderer(size=1, deadline_s=60, gpu_memory_limit_mb=300) as pool:
+    # Ceiling 320 MB: a small painting's browser stays under it (~190 MB measured), an example
+    # painted at 2048x2048 goes over (~440 MB), and the render is the sketch's memory_limit.
+    big = (ROOT_EXAMPLES / "lemons.js").read_text().replace("createCanvas(600, 600", "createCanvas(2048, 2048").replace(
+        "scaleBrushes(3)", "scaleBrushes(10)")
+    with SyncRenderer(size=1, deadline_s=60, gpu_memory_limit_mb=320) as pool:
         assert pool.render(SMALL_SKETCH, seed=1).passed
         over = pool.render(big, seed=1)
         assert over.violations == ["memory_limit"] and "GPU process" in over.errors[0], (over.violations, over.errors)
