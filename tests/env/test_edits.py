@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,6 +14,15 @@ from env.contract import EDIT_REASON_CODES, REASON_CODES, SketchContract
 from env.core import gate_turn
 from env.edits import MAX_EDIT_BLOCKS, edit_reply, is_edit_reply, resolve_turn
 from multiturn_trainer.procedural import SUBJECTS, generate_sketch
+
+from helpers import ROOT, SMALL_SKETCH
+
+RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
+
+
+def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "watercolour.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
 
 SKETCH = """async function setup() {
   createCanvas(600, 600, WEBGL);
@@ -153,3 +165,41 @@ def test_edit_reply_turns_one_sketch_into_another_for_every_procedural_subject()
         one_line = edit_reply(finished, changed)
         assert resolve_turn(one_line, finished).code.rstrip("\n") == changed.rstrip("\n")
         assert one_line.count("\n") == 4, one_line
+
+
+# --- `watercolour render --revise` ------------------------------------------------------------
+
+@pytest.mark.slow  # 5 renders
+def test_render_revise_applies_each_reply_to_the_previous_sketch(tmp_path):
+    previous = tmp_path / "previous.js"
+    previous.write_text(SMALL_SKETCH)
+    replies = {
+        "recolour.txt": "Greener:\n" + block("  brush.fill('#2b6cb0', 140);", "  brush.fill('#2b8f4e', 140);"),
+        "again.txt": block("  brush.fill('#2b6cb0', 140);", "  brush.fill('#2b8f4e', 140);").replace("\n", "\r\n"),
+        "missing.txt": block("  brush.fill('#000000', 140);", "  brush.fill('#2b8f4e', 140);"),
+        "unterminated.txt": "<<<<<<< SEARCH\n  noLoop();\n=======\n",
+        "smuggle.txt": block("  brush.noStroke();", "  brush.noStroke();\n  fetch('http://127.0.0.1:9/x');"),
+        "full.md": "A new one:\n```js\n" + SMALL_SKETCH.replace("130, 120, 35", "100, 100, 50") + "```\n",
+        "prose.txt": "I would make it bluer.",
+    }
+    for name, text in replies.items():
+        (tmp_path / name).write_bytes(text.encode())
+    proc = run_cli("render", "--revise", str(previous), *(str(tmp_path / n) for n in replies), "--json",
+                   "--seed", "3", "--out-dir", str(tmp_path / "out"), "--deadline", "30")
+    assert proc.returncode == 0, proc.stderr
+    records = {json.loads(line)["file"].split("/")[-1]: json.loads(line) for line in proc.stdout.splitlines()}
+    assert all(set(r) == RECORD_KEYS | {"code"} for r in records.values())
+    assert not any("infrastructure_error" in r["violations"] for r in records.values())
+    recoloured = SMALL_SKETCH.replace("#2b6cb0", "#2b8f4e")
+    assert records["recolour.txt"]["passed"] and records["recolour.txt"]["code"] == recoloured
+    assert records["again.txt"]["passed"] and records["again.txt"]["code"] == recoloured
+    # The same edit gives the same painting, byte for byte.
+    pngs = [(tmp_path / "out" / records[n]["png"].split("/")[-1]).read_bytes() for n in ("recolour.txt", "again.txt")]
+    assert pngs[0] == pngs[1]
+    for name, code in (("missing.txt", "edit_no_match"), ("unterminated.txt", "edit_malformed")):
+        assert records[name]["violations"] == [code] and records[name]["code"] == SMALL_SKETCH
+        assert records[name]["png"] is None
+    assert not records["smuggle.txt"]["passed"] and "external_access" in records["smuggle.txt"]["violations"]
+    assert "fetch(" in records["smuggle.txt"]["code"]
+    assert records["full.md"]["passed"] and "100, 100, 50" in records["full.md"]["code"]
+    assert records["prose.txt"]["violations"] == ["no_code"] and records["prose.txt"]["code"] == SMALL_SKETCH
