@@ -144,6 +144,53 @@
     return;
   }
 
+  // Where each error was made, as the engine saw it: the top frame's file, function and
+  // position, recorded by a stack preparer of the runtime's (SES passes it the call sites and
+  // still gives every `stack` the empty string, so what the sketch sees does not change). An
+  // error made inside SES's inert Function constructor has that function's own frame on top;
+  // one the sketch made with the same text has a frame of the sketch's code instead.
+  const madeAt = new WeakMap();
+  const weakGet = WeakMap.prototype.get;
+  const weakSet = WeakMap.prototype.set;
+  try {
+    Error.prepareStackTrace = (error, frames) => {
+      try {
+        const top = frames[0];
+        if (top) {
+          const file = top.getFileName();
+          apply(weakSet, madeAt, [error, freeze([typeof file === 'string' ? file : null, top.getLineNumber(), top.getColumnNumber()])]);
+        }
+      } catch (e) { /* ignore */ }
+      return '';
+    };
+  } catch (e) { /* no stack preparer: the inert constructor is then not classified */ }
+  // The frame SES's inert constructors throw from, learnt by calling one here.
+  let nativeStackGetter = null;
+  let inertSite = null;
+  try {
+    const probe = new Error('probe');
+    const desc = getOwnPropertyDescriptor(probe, 'stack');
+    if (desc && typeof desc.get === 'function') nativeStackGetter = desc.get;
+  } catch (e) { /* ignore */ }
+  // [file, line, column] of the error's top frame, or null when the engine did not say.
+  const frameOf = (value) => {
+    try {
+      let site = apply(weakGet, madeAt, [value]);
+      if (site === undefined && nativeStackGetter) {
+        // Not formatted yet: the engine's own accessor formats it (no sketch code runs).
+        const desc = getOwnPropertyDescriptor(value, 'stack');
+        if (desc && desc.get === nativeStackGetter) apply(nativeStackGetter, value, []);
+        site = apply(weakGet, madeAt, [value]);
+      }
+      return isArray(site) ? site : null;
+    } catch (e) { return null; }
+  };
+  const siteOf = (value) => {
+    const frame = frameOf(value);
+    return frame && frame[0] !== null ? `${frame[0]}:${frame[1]}:${frame[2]}` : null;
+  };
+  try { (function () {}).constructor('return 1'); } catch (e) { inertSite = siteOf(e); }
+
   // A violation error the sketch may catch; the violation is recorded before it exists.
   const violation = (code, name) => {
     record(code, name);
@@ -421,9 +468,11 @@
   // from what happened, not from text the sketch wrote: an error's message is the sketch's
   // to choose (`throw new Error("... SES_EVAL_REJECTED ... (reading 'localStorage')")`).
   // So a message is classified only when the thrown value is a genuine error whose own
-  // message is, whole, exactly the text the engine (or SES) writes for that event; text that
-  // merely mentions a pattern classifies nothing. SES's refusal of the source is observed
-  // where it happens, in the compile step below, before any of the sketch runs.
+  // message is, whole, exactly the text the engine (or SES) writes for that event, and whose
+  // top frame (madeAt) is where the engine throws it (see atWrite & co. below); text that
+  // merely mentions a pattern, or an error the sketch made with the very same text, classifies
+  // nothing. SES's refusal of the source is observed where it happens, in the compile step
+  // below, before any of the sketch runs.
   const isGenuineError = (value) => {
     try {
       if (isErrorBrand) return apply(isErrorBrand, undefined, [value]) === true;
@@ -433,16 +482,55 @@
     } catch (e) { /* a Proxy's trap threw */ }
     return false;
   };
+  // The sketch's source text at an error's top frame, when that frame is the sketch's own code
+  // (no file: the Compartment's evaluation); '' when it is elsewhere, null when unknown.
+  let evaluatedLines = null;
+  const sketchTextAt = (value) => {
+    const frame = frameOf(value);
+    if (!frame) return null;
+    const [file, line, column] = frame;
+    if (file !== null) return '';
+    if (typeof line !== 'number' || typeof column !== 'number') return '\u0000native';  // a built-in's own frame
+    if (evaluatedLines === null) return null;
+    const text = evaluatedLines[line - 1];
+    if (typeof text !== 'string') return null;
+    return text.slice(Math.max(0, column - 1), column + 80);
+  };
+  const textBefore = (value) => {
+    const frame = frameOf(value);
+    if (!frame || evaluatedLines === null || typeof frame[1] !== 'number') return '';
+    const text = evaluatedLines[frame[1] - 1];
+    return typeof text === 'string' ? text.slice(Math.max(0, frame[2] - 41), Math.max(0, frame[2] - 1)) : '';
+  };
+  // Where the engine throws each of these: at the assignment operator of a write, at the
+  // `delete`, inside the built-in that defines a property, at the `.`/`[` (or the name after a
+  // `.`) of a property read. An error the sketch made with the same text is thrown where it
+  // was made: at a `new` or a call, which is none of these.
+  const ASSIGNING = /^(?:=(?!=)|\+\+|--|\*\*=|<<=|>>>?=|&&=|\|\|=|\?\?=|[-+*/%&|^]=)/;
+  const atWrite = (value) => { const at = sketchTextAt(value); return at !== null && ASSIGNING.test(at); };
+  const inBuiltin = (value) => sketchTextAt(value) === '\u0000native';
+  const atDelete = (value) => { const at = sketchTextAt(value); return at !== null && /^delete\b/.test(at); };
+  const atRead = (value, name) => {
+    const at = sketchTextAt(value);
+    if (at === null || at === '' || at === '\u0000native') return false;
+    if (/^(?:\?\.|\.|\[)/.test(at)) return true;
+    return at.startsWith(name) && /(?:\?\.|\.)\s*$/.test(textBefore(value));
+  };
   const ENGINE_MESSAGES = [
     // SES's inert Function/AsyncFunction/GeneratorFunction constructors (tame-function-constructors.js).
-    [/^Function\.prototype\.constructor is not a valid constructor\.$/, () => ['dynamic_code', 'Function constructor']],
+    [/^Function\.prototype\.constructor is not a valid constructor\.$/, (_m, value) => (
+      inertSite !== null && siteOf(value) === inertSite ? ['dynamic_code', 'Function constructor'] : null)],
     // V8, strict-mode writes to what lockdown froze (JSON.stringify, Array.prototype.push...).
-    [/^Cannot assign to read only property '[^']{1,80}' of (?:object|function) '[^']{0,200}'$/, () => ['dynamic_code', 'patching a frozen built-in']],
-    [/^Cannot add property [^ ,]{1,80}, object is not extensible$/, () => ['dynamic_code', 'patching a frozen built-in']],
-    [/^Cannot redefine property: [^ ]{1,80}$/, () => ['dynamic_code', 'patching a frozen built-in']],
-    [/^Cannot delete property '[^']{1,80}' of .{1,200}$/, () => ['dynamic_code', 'patching a frozen built-in']],
-    [/^Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)$/, (m) => (
-      trapNames.has(m[1]) && !p5Allowed.has(m[1]) ? [codeFor(m[1]), m[1]] : null)],
+    [/^Cannot assign to read only property '[^']{1,80}' of (?:object|function) '[^']{0,200}'$/, (_m, value) => (
+      atWrite(value) ? ['dynamic_code', 'patching a frozen built-in'] : null)],
+    [/^Cannot add property [^ ,]{1,80}, object is not extensible$/, (_m, value) => (
+      atWrite(value) ? ['dynamic_code', 'patching a frozen built-in'] : null)],
+    [/^Cannot (?:define property [^ ,]{1,80}, object is not extensible|redefine property: [^ ]{1,80})$/, (_m, value) => (
+      inBuiltin(value) ? ['dynamic_code', 'patching a frozen built-in'] : null)],
+    [/^Cannot delete property '[^']{1,80}' of .{1,200}$/, (_m, value) => (
+      atDelete(value) ? ['dynamic_code', 'patching a frozen built-in'] : null)],
+    [/^Cannot read properties of (?:undefined|null) \(reading '([^']{1,60})'\)$/, (m, value) => (
+      trapNames.has(m[1]) && !p5Allowed.has(m[1]) && atRead(value, m[1]) ? [codeFor(m[1]), m[1]] : null)],
   ];
   const classifyThrown = (value, described) => {
     try {
@@ -451,7 +539,7 @@
       for (const [pattern, codeOf] of ENGINE_MESSAGES) {
         const m = pattern.exec(message);
         if (m) {
-          const found = codeOf(m);
+          const found = codeOf(m, value);
           if (found) record(found[0], found[1]);
           return;
         }
@@ -596,8 +684,11 @@
     return;
   }
   let body;
+  const evaluated = `(function () {${source}${HOOKS}})`;
+  // Lines of what SES evaluates, for sketchTextAt (positions of frames refer to this text).
+  evaluatedLines = evaluated.split('\n');
   try {
-    body = compartment.evaluate(`(function () {${source}${HOOKS}})`, { __evadeHtmlCommentTest__: true });
+    body = compartment.evaluate(evaluated, { __evadeHtmlCommentTest__: true });
   } catch (e) {
     compileFailure(e, true);
     return;
