@@ -228,7 +228,7 @@ RUNTIME_REASON_CODES: dict[str, str] = {
     "p5_function_not_allowed": "At run time the sketch called a p5 or p5.brush function outside the allowlist.",
     "render_timeout": "The sketch did not finish rendering in time (infinite loop or far too much work).",
     "render_crashed": "The browser crashed while rendering the sketch (usually memory exhaustion).",
-    "memory_limit": "The sketch allocated more memory than a painting needs (huge arrays or buffers).",
+    "memory_limit": "The sketch allocated more memory than a painting needs (huge arrays or buffers, or many large canvases: call createCanvas once).",
     "render_error": "The sketch threw a JavaScript error while running.",
     "blank_canvas": "The sketch ran but left (almost) no paint on the canvas.",
     "infrastructure_error": "The renderer failed for reasons unrelated to the sketch; it was not judged.",
