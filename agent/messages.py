@@ -62,26 +62,34 @@ def append_turn(
     turns: int,
     revision_format: str = "full",
     code: str | None = None,
+    sees_images: bool = True,
 ) -> list[Message]:
     """A new list: ``messages`` plus the assistant's reply and the user message opening ``turn``."""
     return [
         *messages,
         {"role": "assistant", "content": [text_part(assistant_reply)]},
-        {"role": "user", "content": revision_content(painting_png, feedback, turn, turns, revision_format, code)},
+        {"role": "user", "content": revision_content(painting_png, feedback, turn, turns, revision_format, code,
+                                                          sees_images)},
     ]
 
 
 def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns: int,
-                     revision_format: str = "full", code: str | None = None) -> list[dict[str, Any]]:
+                     revision_format: str = "full", code: str | None = None,
+                     sees_images: bool = True) -> list[dict[str, Any]]:
     """The content of the user message opening ``turn``: the previous painting and the feedback.
 
     ``turn`` is the turn being opened (2..turns), as in ``revision_prompt``. The message
     shows the painting of turn ``turn - 1`` when the render produced one; otherwise it says
     there is none, so the model never mistakes a missing image for a blank painting.
     ``code``: the current sketch when the environment says to show it (``show_code``).
+    ``sees_images`` False (a text-only policy): no image is sent and the message says so, so the
+    model reads the feedback as all there is rather than as a caption of a missing picture.
     """
     previous = turn - 1
     prompt = revision_prompt(feedback, turn, turns, revision_format, code)
+    if painting_png is not None and not sees_images:
+        return [text_part(f"Your sketch from turn {previous} was rendered, but this conversation is text only: "
+                          "there is no image of the painting, only the feedback below.\n\n" + prompt)]
     if painting_png is not None:
         return [
             text_part(f"Your painting from turn {previous}:"),
@@ -95,11 +103,27 @@ def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns
     ]
 
 
-def observation_content(observation, turn: int, turns: int, revision_format: str = "full") -> list[dict[str, Any]]:
+def observation_content(observation, turn: int, turns: int, revision_format: str = "full",
+                        sees_images: bool = True) -> list[dict[str, Any]]:
     """``revision_content`` for an environment's turn record (``env.turn.TurnObservation``): its
     painting, its feedback and, when the environment says so, the current sketch."""
     code = observation.code if observation.show_code else None
-    return revision_content(observation.png, observation.feedback, turn, turns, revision_format, code)
+    return revision_content(observation.png, observation.feedback, turn, turns, revision_format, code, sees_images)
+
+
+def text_only_messages(messages: list[Message]) -> list[Message]:
+    """``messages`` with each content a plain string (its text parts joined), for a text-only
+    model's chat template. An image part is an error: a text-only policy must never be handed a
+    painting it would silently not see (its revision turns say there is none instead)."""
+    flat = []
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, str):
+            if any(part.get("type") != "text" for part in content):
+                raise ValueError("a text-only model was handed an image part")
+            content = "".join(part["text"] for part in content)
+        flat.append({**message, "content": content})
+    return flat
 
 
 def png_bytes(image: Image.Image) -> bytes:

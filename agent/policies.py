@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent.messages import Message, png_bytes
+from agent.messages import Message, png_bytes, text_only_messages
 
 # Where EndpointPolicy looks for a bearer token when none is given (never in a config file:
 # configs are written into run directories).
@@ -48,6 +48,7 @@ class TokenPolicy(Protocol):
     eos_token_ids: list[int]
     image_pad_token_id: int | None
     chat_template_kwargs: dict[str, Any]
+    sees_images: bool  # False: a text-only model (revision turns say there is no image)
 
     def prompt_ids(self, prompts: list[list[Message]]) -> list[list[int]]:
         """Token ids of each turn-1 conversation, ending with the assistant's generation prompt."""
@@ -71,13 +72,16 @@ class LocalModelPolicy:
 
     Batched over all episodes of a turn, left-padded like TRL's HF path, with the episode
     images' pixel values so later turns see their paintings. No sampler log-probs: nothing
-    trains on these tokens.
+    trains on these tokens. ``sees_images`` False: a text-only model (``processor`` is its
+    tokenizer), prompted with plain-string messages and no image placeholder; ``image_pad_token``
+    names a VLM's placeholder (both from ``multiturn_trainer.families``).
     """
 
     works_on: Literal["tokens"] = "tokens"
 
     def __init__(self, model, processor, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-                 top_k: int = 0, seed: int | None = None, enable_thinking: bool = False):
+                 top_k: int = 0, seed: int | None = None, enable_thinking: bool = False, sees_images: bool = True,
+                 image_pad_token: str | None = "<|image_pad|>"):
         self.model = model
         self.processor = processor
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -89,18 +93,20 @@ class LocalModelPolicy:
         configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         configured = [] if configured is None else [configured] if isinstance(configured, int) else list(configured)
         self.eos_token_ids = list(dict.fromkeys([self.tokenizer.eos_token_id, *configured]))
+        self.sees_images = sees_images
         self.image_pad_token_id = None
-        for candidate in ("<|image_pad|>", "<|image|>"):
-            token_id = self.tokenizer.convert_tokens_to_ids(candidate)
+        if sees_images and image_pad_token is not None:
+            token_id = self.tokenizer.convert_tokens_to_ids(image_pad_token)
             if token_id is not None and token_id != self.tokenizer.unk_token_id:
                 self.image_pad_token_id = token_id
-                break
         self.chat_template_kwargs = {"enable_thinking": enable_thinking}
         self._seed = seed
 
     def prompt_ids(self, prompts: list[list[Message]]) -> list[list[int]]:
         ids = []
         for prompt in prompts:
+            if not self.sees_images:
+                prompt = text_only_messages(prompt)
             text = self.processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False,
                                                       **self.chat_template_kwargs)
             ids.append(list(self.tokenizer(text, add_special_tokens=False)["input_ids"]))

@@ -96,11 +96,14 @@ def from_policy(model_dir: str, subject: str, count: int, seed: int, max_new_tok
                 runs_dir: Path, backend: str | None = None, deadline_s: float = 90.0) -> list[Candidate]:
     """Fresh turn-1 sketches from a local model (the same prompt the trainer uses)."""
     from agent.policies import LocalModelPolicy
+    from multiturn_trainer.families import family_of
     from multiturn_trainer.tiny_model import load_pretrained
 
     model, processor = load_pretrained(model_dir)
     model.eval()
-    policy = LocalModelPolicy(model, processor, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    family = family_of(model)
+    policy = LocalModelPolicy(model, processor, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                              sees_images=family.sees_images, image_pad_token=family.image_pad_token)
     return generated(policy, subject, count, seed, f"policy {model_dir}", slug(Path(model_dir).name, 20),
                      runs_dir, dict(model=model_dir, max_completion_length=max_new_tokens, temperature=temperature),
                      backend, deadline_s)

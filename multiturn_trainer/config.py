@@ -41,9 +41,12 @@ REVISION_TOKEN_BUDGET = 1024
 class TrainConfig:
     # --- model ---------------------------------------------------------------------------
     model: str = field(default="out/tiny-dense", metadata={"help": (
-        "A local checkpoint folder or a Hub id, loaded with AutoModelForImageTextToText/AutoProcessor.")})
+        "A local checkpoint folder or a Hub id, loaded through its family (multiturn_trainer/families.py): "
+        "a Qwen3.5 VLM with AutoModelForImageTextToText/AutoProcessor, any other causal LM text-only "
+        "(AutoModelForCausalLM/AutoTokenizer, e.g. build-pretrained's SmolLM2).")})
     tiny_model: str | None = field(default=None, metadata={"help": (
-        '"dense" or "moe": build the tiny offline model at ``model`` first when the folder is missing.')})
+        '"dense" or "moe" (tiny Qwen3.5 VLMs) or "text" (a tiny text-only Llama): build the tiny offline '
+        'model at ``model`` first when the folder is missing.')})
     tiny_warm_start_steps: int = field(default=0, metadata={"help": (
         "With tiny_model: SFT steps on compact procedural sketches before saving it (0 = untrained).")})
     tiny_warm_start_revisions: int = field(default=64, metadata={"help": (
@@ -240,7 +243,10 @@ class TrainConfig:
 
     def episode_token_budget(self) -> int:
         """The longest episode in tokens: the turn-1 prompt, K completions, and K-1 environment
-        turns (a 600x600 painting is 361 image tokens at patch 16 / merge 2, plus the feedback)."""
+        turns (a 600x600 painting is 361 image tokens at patch 16 / merge 2, plus the feedback).
+        With edit revisions an environment turn may also show the current sketch (about one
+        completion long), but the revisions it follows are edits, a fraction of a completion, so
+        the K completions' share holds both."""
         return PROMPT_TOKEN_BUDGET + self.turns * self.max_completion_length + (self.turns - 1) * REVISION_TOKEN_BUDGET
 
     @property

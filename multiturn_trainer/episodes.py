@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from PIL import Image
 
+from agent.messages import text_only_messages
+
 # Stands in for the assistant's reply while the template renders the next user turn; the
 # environment turn is everything the template puts after it.
 _REPLY_MARKER = "\u2063reply-marker\u2063"
@@ -80,16 +82,27 @@ def environment_turn(
         {"role": "assistant", "content": [{"type": "text", "text": _REPLY_MARKER}]},
         {"role": "user", "content": template_content},
     ]
+    tokenizer = getattr(processor, "tokenizer", processor)
+    if tokenizer is processor:
+        # A text-only model's processing class is its tokenizer, and its chat template (like
+        # most text-only ones) takes each message's content as one string.
+        conversation = text_only_messages(conversation)
     text = processor.apply_chat_template(
         conversation, tokenize=False, add_generation_prompt=True, **(chat_template_kwargs or {})
     )
     suffix = text[text.rindex(_REPLY_MARKER) + len(_REPLY_MARKER):]
-    end_of_turn = processor.tokenizer.eos_token
+    end_of_turn = tokenizer.eos_token
     if not suffix.startswith(end_of_turn):
         raise ValueError(f"the chat template does not end an assistant turn with {end_of_turn!r}")
     if policy_ended_turn:
         suffix = suffix[len(end_of_turn):]
-    encoded = processor(text=[suffix], images=images or None, return_tensors="pt")
+    if tokenizer is processor:
+        if images:
+            raise ValueError("a text-only model (its processing class is a tokenizer) was handed an image")
+        # No BOS or other specials: the suffix continues a sequence, it does not start one.
+        encoded = tokenizer([suffix], add_special_tokens=False, return_tensors="pt")
+    else:
+        encoded = processor(text=[suffix], images=images or None, return_tensors="pt")
     return EnvironmentTurn(
         ids=encoded["input_ids"][0].tolist(),
         pixel_values=encoded.get("pixel_values") if images else None,

@@ -33,6 +33,7 @@ from trl.trainer.utils import nanstd
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import loss_image_inputs
+from multiturn_trainer.families import family_of
 from multiturn_trainer.rollout import Episode, EpisodeBatch, EpisodeRunner, run_into_store
 from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, mean, turn_gains, turn_statistics
 from rewards.mixer import COMPONENTS, RewardScorer
@@ -77,8 +78,11 @@ class TrainerPolicy:
         self.eos_token_ids = trainer.eos_token_ids
         self.image_pad_token_id = trainer._image_pad_token_id
         self.chat_template_kwargs = trainer.chat_template_kwargs
+        self.family = trainer.family
+        self.sees_images = trainer.family.sees_images
 
     def prompt_ids(self, prompts: list) -> list[list[int]]:
+        prompts = [self.family.chat_messages(prompt) for prompt in prompts]
         return [list(ids) for ids in self.trainer._tokenize_prompts(prompts)[0]]
 
     def generate(self, contexts, images, fields):
@@ -144,6 +148,13 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         # rollout_func is "experimental" in TRL; we pin TRL and test the members we use instead.
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
         super().__init__(*args, reward_funcs=[episode_reward], rollout_func=multiturn_rollout, **kwargs)
+        self.family = family_of(self.model)
+        wanted = self.family.image_pad_token_id(self._tokenizer) if self.family.sees_images else None
+        if self._image_pad_token_id != wanted:
+            # TRL resolves the placeholder itself (its generation and loss pass use its own);
+            # episodes built with another one would put the images on the wrong tokens.
+            raise ValueError(f"TRL's image placeholder id {self._image_pad_token_id} is not the "
+                             f"{self.family.name} family's {self.family.image_pad_token!r} ({wanted})")
         if self.use_vllm and self.args.vllm_mode == "colocate":
             reload_weights_on_cpu(self.vllm_generation)
 
@@ -202,7 +213,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _attach_images(self, output, batch: EpisodeBatch) -> None:
         prompt_completion_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        merge = getattr(self.processing_class.image_processor, "merge_size", 2) ** 2
+        # A text-only model's processing class is a tokenizer (no image processor, no images).
+        merge = getattr(getattr(self.processing_class, "image_processor", None), "merge_size", 2) ** 2
         image_inputs = loss_image_inputs([e.tokens for e in batch.episodes], prompt_completion_ids,
                                          self._image_pad_token_id, merge)
         if not image_inputs:

@@ -20,6 +20,7 @@ from agent.messages import first_turn_messages
 from agent.policies import EndpointPolicy, LocalModelPolicy
 from env.errors import UsageError
 from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
 from multiturn_trainer.sft import warm_start_tiny
 from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
@@ -123,9 +124,11 @@ def local_policy(config: TrainConfig, checkpoint: Path, model=None, processor=No
     if model is None:
         model, processor = load_checkpoint(config, checkpoint)
     model.eval()
+    family = family_of(model)
     return LocalModelPolicy(model, processor, max_new_tokens=config.max_completion_length,
                             temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
-                            seed=config.seed, enable_thinking=config.enable_thinking)
+                            seed=config.seed, enable_thinking=config.enable_thinking,
+                            sees_images=family.sees_images, image_pad_token=family.image_pad_token)
 
 
 def endpoint_policy(config: TrainConfig, url: str, model: str, token: str | None = None,

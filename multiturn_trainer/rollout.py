@@ -198,7 +198,8 @@ class _TokenEpisodes:
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         policy = self.policy
         for i, (episode, ids, observation) in enumerate(zip(self.episodes, self._last_ids, observations)):
-            content = observation_content(observation, turn, turns, self.revision_format)
+            content = observation_content(observation, turn, turns, self.revision_format,
+                                          getattr(policy, "sees_images", True))
             ended = bool(ids) and ids[-1] in policy.eos_token_ids
             environment = environment_turn(policy.processor, content, ended, policy.chat_template_kwargs)
             episode.add_environment(environment)

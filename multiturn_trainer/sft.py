@@ -31,6 +31,7 @@ from env.edits import edit_reply
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
+from multiturn_trainer.families import FAMILIES, ModelFamily, family_of
 from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
 
 # Layers after the paper wash in a compact sketch. Measured with llvmpipe-sw2d (lighter than the
@@ -124,6 +125,8 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
             "prompt_messages": first_turn_messages(subject, revision_format=revision_format),
             "draft": draft,
             "environment": revision_content(seen.png, seen.feedback, 2, 2, revision_format),
+            # What a text-only model's revision turn is built from instead (no image).
+            "painting_png": seen.png, "feedback": seen.feedback, "revision_format": revision_format,
             "completion": completion,
             "draft_passed": seen.passed,
         })
@@ -147,15 +150,24 @@ def edit_completion(draft_code: str | None, completion: str) -> str:
     return blocks
 
 
-def tokenize_example(processor, example: dict[str, Any]) -> EpisodeTokens:
-    """The example as the tokens of an episode: policy turns trained, environment turns not."""
+def tokenize_example(processor, example: dict[str, Any], family: ModelFamily = FAMILIES["qwen3_5"]) -> EpisodeTokens:
+    """The example as the tokens of an episode: policy turns trained, environment turns not.
+    ``family``: the model's (``multiturn_trainer.families``); a text-only one gets the revision
+    turn without its image, as its episodes do."""
     prompt = processor.apply_chat_template(
-        example["prompt_messages"], add_generation_prompt=True, tokenize=True, return_dict=True, **TEMPLATE_KWARGS,
-    )["input_ids"][0]
+        family.chat_messages(example["prompt_messages"]), add_generation_prompt=True, tokenize=True,
+        return_dict=True, **TEMPLATE_KWARGS,
+    )["input_ids"]
+    # A processor answers a batch of one conversation, a tokenizer the conversation's ids.
+    prompt = prompt[0] if prompt and not isinstance(prompt[0], int) else prompt
     episode = EpisodeTokens(list(prompt))
     if "draft" in example:
+        environment = example["environment"]
+        if not family.sees_images:
+            environment = revision_content(example["painting_png"], example["feedback"], 2, 2,
+                                           example.get("revision_format", "full"), example.get("code"), False)
         episode.add_policy(reply_ids(processor, example["draft"]))
-        episode.add_environment(environment_turn(processor, example["environment"], True, TEMPLATE_KWARGS))
+        episode.add_environment(environment_turn(processor, environment, True, TEMPLATE_KWARGS))
     episode.add_policy(reply_ids(processor, example["completion"]))
     return episode
 
@@ -166,7 +178,7 @@ def sft_labels(episode: EpisodeTokens) -> list[int]:
     return [-100] * len(episode.prompt_ids) + completion
 
 
-def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int, merge: int) -> dict[str, Any]:
+def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int | None, merge: int) -> dict[str, Any]:
     """The model's keyword arguments for one SFT batch, right-padded.
 
     Logits are asked for only from the position before the batch's first trained token: the
@@ -198,13 +210,14 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     torch.manual_seed(seed)
     gpu = torch.cuda.is_available()
     model, processor = load_pretrained(model_path, dtype="bfloat16" if gpu else None, device="cuda" if gpu else None)
+    family = family_of(model)
     if lora:
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                                 exclude_modules=r".*\.visual\..*", task_type="CAUSAL_LM"))
+                                                 exclude_modules=family.lora_exclude, task_type="CAUSAL_LM"))
     model.train()
-    encoded = [tokenize_example(processor, e) for e in examples]
+    encoded = [tokenize_example(processor, e, family) for e in examples]
     steps = max(1, round(len(encoded) * epochs / batch_size))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate,
                                   weight_decay=0.0)
@@ -213,9 +226,10 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     rng = random.Random(seed)
     lengths = [len(e.context()) for e in encoded]
     batches: list[list[int]] = []
-    pad = processor.tokenizer.pad_token_id
-    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    merge = getattr(processor.image_processor, "merge_size", 2) ** 2
+    tokenizer = getattr(processor, "tokenizer", processor)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    image_pad = family.image_pad_token_id(tokenizer)
+    merge = getattr(getattr(processor, "image_processor", None), "merge_size", 2) ** 2
     device = next(model.parameters()).device
     losses = []
     bar = tqdm(range(steps), desc="sft", disable=quiet)

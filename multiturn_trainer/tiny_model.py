@@ -173,7 +173,9 @@ DEFAULT_VOCAB_SIZE = 2048
 # no token (it decodes to nothing), as the real model can.
 EMBEDDING_ROW_MULTIPLE = 64
 
-MODEL_KINDS = ("dense", "moe")
+# dense, moe: tiny Qwen3.5 VLMs; text: a tiny text-only LlamaForCausalLM (the `text` family of
+# multiturn_trainer/families.py, whose entries name these kinds).
+MODEL_KINDS = ("dense", "moe", "text")
 
 
 def default_corpus(data_root: Path = DATA_ROOT) -> list[str]:
@@ -376,7 +378,8 @@ def build_tiny_model(
     corpus: list[str] | None = None,
     text_sizes: TinyTextSizes | None = None,
 ) -> Path:
-    """Write a tiny Qwen3.5 checkpoint (model, processor, tokenizer, chat template) to ``out_dir``.
+    """Write a tiny Qwen3.5 checkpoint (model, processor, tokenizer, chat template) to ``out_dir``
+    (``kind="text"``: a tiny text-only Llama instead, ``build_tiny_text_model``).
 
     The same ``seed`` (and corpus) gives identical weights and tokenizer. Loads with
     ``AutoModelForImageTextToText`` / ``AutoProcessor`` like the released models; see
@@ -386,6 +389,8 @@ def build_tiny_model(
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, got {kind!r}")
+    if kind == "text":
+        return build_tiny_text_model(out_dir, seed=seed, vocab_size=vocab_size, corpus=corpus)
     out_dir = Path(out_dir)
     documents = list(corpus) if corpus is not None else default_corpus()
     if not documents:
@@ -436,22 +441,88 @@ def build_tiny_model(
     return out_dir
 
 
+# SmolLM2-135M-Instruct's chat template (Apache-2.0), as build-pretrained's model carries it: a
+# string-content ChatML template, the shape most text-only models' templates have.
+SMOLLM2_CHAT_TEMPLATE = (files("multiturn_trainer") / "data" / "smollm2_chat_template.jinja").read_bytes().decode("utf-8")
+# SmolLM2's special tokens at its ids (0, 1, 2).
+TEXT_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+@dataclass(frozen=True)
+class TinyLlamaSizes:
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    max_position_embeddings: int = 8192
+
+
+def train_text_tokenizer(corpus: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer trained on ``corpus`` with SmolLM2's special tokens and chat
+    template: a plain ``PreTrainedTokenizerFast``, as a text-only model ships."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(TEXT_SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                        model_max_length=8192)
+    tokenizer.chat_template = SMOLLM2_CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_text_model(out_dir: str | Path, seed: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
+                          corpus: list[str] | None = None, sizes: TinyLlamaSizes | None = None) -> Path:
+    """Write a tiny random text-only ``LlamaForCausalLM`` (SmolLM2's architecture, shrunk) with a
+    trained tokenizer and SmolLM2's chat template to ``out_dir``: the `text` family offline."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    out_dir = Path(out_dir)
+    documents = list(corpus) if corpus is not None else default_corpus()
+    sizes = sizes or TinyLlamaSizes()
+    tokenizer = train_text_tokenizer(documents, vocab_size)
+    end, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.pad_token_id
+    config = LlamaConfig(vocab_size=_rounded_up(len(tokenizer), EMBEDDING_ROW_MULTIPLE), tie_word_embeddings=True,
+                         bos_token_id=tokenizer.convert_tokens_to_ids("<|im_start|>"), eos_token_id=end,
+                         pad_token_id=pad, dtype="float32", **asdict(sizes))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=[end], pad_token_id=pad)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    description = {
+        "kind": "text", "seed": seed, "model_class": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "layer_types": ["full_attention"] * sizes.num_hidden_layers,
+        "text": asdict(sizes) | {"vocab_size": config.vocab_size},
+        "tokenizer": {"requested_vocab_size": vocab_size, "tokens": len(tokenizer),
+                      "corpus_documents": len(documents), "corpus_sha256": corpus_sha256(documents),
+                      "default_corpus": corpus is None},
+        "chat_template_sha256": hashlib.sha256(SMOLLM2_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
+    }
+    (out_dir / "tiny_model.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    return out_dir
+
+
 def load_pretrained(path: str | Path, dtype: str | torch.dtype | None = None, device: str | torch.device | None = None):
-    """(model, processor) for a Qwen3.5 checkpoint directory, tiny or real, via the Auto classes.
+    """(model, processing class) for a checkpoint directory, tiny or real, through its family's
+    Auto classes (``multiturn_trainer.families``): a Qwen3.5 VLM with its processor, a text-only
+    causal LM with its tokenizer.
 
     ``dtype=None`` keeps the checkpoint's own dtype (float32 for the tiny model, bfloat16 for
     the released ones). With ``device`` the weights are placed there while loading rather
     than first materialised on the CPU, which matters for the 35B MoE.
     """
-    import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from multiturn_trainer.families import family_at
 
-    if isinstance(dtype, str) and dtype != "auto":
-        dtype = getattr(torch, dtype)
-    model = AutoModelForImageTextToText.from_pretrained(
-        str(path),
-        dtype="auto" if dtype is None else dtype,
-        device_map=None if device is None else {"": str(device)},
-    )
-    processor = AutoProcessor.from_pretrained(str(path))
-    return model, processor
+    return family_at(path).load(path, dtype=dtype, device=device)

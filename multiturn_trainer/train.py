@@ -12,11 +12,11 @@ from typing import Any
 from env.errors import UsageError
 from multiturn_trainer.config import GRPO_FIELDS, TrainConfig
 from multiturn_trainer.evaluation_stats import difference_of_means
+from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import announce_kernels
 from multiturn_trainer.resources import scorer_for, episode_row, has_gpu, load_model, quiet_renamed_checkpointing_warning
 from multiturn_trainer.store import RunStore, checkpoint_step, mean, tokens_by_turn, turn_gains
 
-VISION_MODULES = r".*\.visual\..*"
 # Fused MoE expert weights (3-D parameters, not nn.Linear): reachable only via target_parameters.
 EXPERT_PARAMETERS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
 
@@ -43,8 +43,9 @@ def peft_config(config: TrainConfig, model):
     from peft import LoraConfig
 
     kwargs: dict[str, Any] = {}
-    if not config.lora_vision:
-        kwargs["exclude_modules"] = VISION_MODULES
+    vision = family_of(model).lora_exclude  # None: a text-only model has no vision tower to leave out
+    if not config.lora_vision and vision is not None:
+        kwargs["exclude_modules"] = vision
     if config.lora_experts:
         names = [n for n, _ in model.named_parameters()]
         present = [p for p in EXPERT_PARAMETERS if any(n.endswith(p) for n in names)]

@@ -102,7 +102,7 @@ def test_every_help_answers_fast_and_matches_the_readme():
     readme = (ROOT / "README.md").read_text()
     helps = {}
     for command in ([], ["train"], ["demo"], ["hps-serve"], ["score"], ["pool", "build"], ["render"], ["serve"],
-                    ["replay"], ["sft"], ["build-tiny"], ["bench", "render"], ["bench", "serve"], ["bench", "learn"], ["report"],
+                    ["replay"], ["sft"], ["build-tiny"], ["build-pretrained"], ["bench", "render"], ["bench", "serve"], ["bench", "learn"], ["report"],
                     ["pool", "stats"]):
         elapsed = []
         for _ in range(2):  # the better of two: one try can land on a busy moment of a shared machine

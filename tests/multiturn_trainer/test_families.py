@@ -1,0 +1,177 @@
+"""Model families (multiturn_trainer/families.py): a text-only causal LM through the same episode
+loop, SFT, trainer and eval as the Qwen3.5 VLMs. The text-only model here is a tiny random
+``LlamaForCausalLM`` (SmolLM2's architecture, shrunk) with a trained tokenizer and SmolLM2's chat
+template; build-pretrained's real SmolLM2 takes the same path."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from PIL import Image
+
+from agent.messages import append_turn, first_turn_messages, png_bytes, text_only_messages
+from agent.policies import LocalModelPolicy
+from env.errors import UsageError
+from env.turn import TurnObservation
+from helpers import SMALL_SKETCH, SUBJECTS, sketch_variant, tiny_config
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, reply_ids
+from multiturn_trainer.families import FAMILIES, TEXT, family_at, family_for_config, family_of
+from multiturn_trainer.sft import run_sft
+from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
+
+NO_IMAGE = "this conversation is text only: there is no image of the painting"
+
+
+@pytest.fixture(scope="module")
+def tiny_text(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-text"), kind="text", seed=0)
+
+
+@pytest.fixture(scope="module")
+def text_policy(tiny_text, tmp_path_factory):
+    """The tiny text-only model warm-started (the product's SFT) on small sketches, so it paints."""
+    rng = random.Random("text")
+    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": f"```js\n{sketch_variant(rng)}```"}
+                for s in SUBJECTS for _ in range(4)]
+    out = tmp_path_factory.mktemp("text-policy")
+    result = run_sft(str(tiny_text), out, examples, epochs=30, learning_rate=5e-3, batch_size=4, quiet=True)
+    assert result.last_loss < result.first_loss / 3
+    return out
+
+
+def test_each_model_type_has_one_family_and_a_vlm_without_an_entry_is_refused():
+    assert family_for_config({"model_type": "qwen3_5"}) is FAMILIES["qwen3_5"]
+    assert family_for_config({"model_type": "qwen3_5_moe"}) is FAMILIES["qwen3_5"]
+    assert family_for_config({"model_type": "llama"}) is TEXT and family_for_config({"model_type": "gpt2"}) is TEXT
+    with pytest.raises(UsageError, match="families.py"):
+        family_for_config({"model_type": "idefics3", "vision_config": {"hidden_size": 8}})
+    claimed = [t for family in FAMILIES.values() for t in family.model_types]
+    assert len(claimed) == len(set(claimed))
+
+
+def test_the_tiny_text_model_is_a_llama_with_a_tokenizer_and_smollm2s_template(tiny_text):
+    assert family_at(tiny_text) is TEXT
+    model, tokenizer = load_pretrained(tiny_text)
+    assert type(model).__name__ == "LlamaForCausalLM" and family_of(model) is TEXT
+    assert not hasattr(tokenizer, "image_processor") and tokenizer.eos_token == "<|im_end|>"
+    assert json.loads((tiny_text / "tiny_model.json").read_text())["kind"] == "text"
+    # Text-only templates take string contents; the family hands them those.
+    with pytest.raises(Exception):
+        tokenizer.apply_chat_template(first_turn_messages("a red apple"), tokenize=False)
+    assert "<|im_start|>user\n" in tokenizer.apply_chat_template(TEXT.chat_messages(first_turn_messages("a red apple")),
+                                                                 tokenize=False)
+
+
+def test_the_chat_template_renders_every_turn_of_a_text_only_episode(tiny_text):
+    """The episode's token sequence, built turn by turn as the loop builds it, is exactly the chat
+    template's rendering of the whole conversation; every revision turn carries its feedback and
+    (when the environment says so) the sketch, and says there is no image."""
+    model, tokenizer = load_pretrained(tiny_text)
+    policy = LocalModelPolicy(model, tokenizer, max_new_tokens=8, sees_images=False, image_pad_token=None)
+    assert policy.image_pad_token_id is None
+    painting = png_bytes(Image.new("RGB", (60, 60), (200, 60, 50)))
+    turns = 3
+    observations = [  # turn 1 painted, turn 2 painted nothing; turn 2 shows the sketch (an edit applied)
+        TurnObservation(turn=1, turns_left=2, png=painting, passed=True, violations=[], errors=[],
+                        paint_fraction=0.4, render_ms=5, feedback="Turn 1 of 3: your sketch passed the gate.",
+                        code=SMALL_SKETCH, show_code=False),
+        TurnObservation(turn=2, turns_left=1, png=None, passed=False, violations=["no_code"], errors=[],
+                        paint_fraction=0.0, render_ms=0, feedback="Turn 2 of 3: no sketch found (no_code).",
+                        code=SMALL_SKETCH, show_code=True),
+    ]
+    replies = ["```js\n" + SMALL_SKETCH + "```", "I will paint it redder."]
+    messages = first_turn_messages("a red apple")
+    [prompt] = policy.prompt_ids([messages])
+    episode = EpisodeTokens(prompt)
+    for turn, (reply, seen) in enumerate(zip(replies, observations), start=1):
+        episode.add_policy(reply_ids(tokenizer, reply))
+        content = observation_content_for(seen, turn + 1, turns)
+        episode.add_environment(environment_turn(tokenizer, content, True, policy.chat_template_kwargs))
+        messages = append_turn(messages, reply, seen.png, seen.feedback, turn + 1, turns, "full",
+                               seen.code if seen.show_code else None, sees_images=False)
+    whole = tokenizer.apply_chat_template(TEXT.chat_messages(messages), add_generation_prompt=True, tokenize=False)
+    assert tokenizer.decode(episode.context()) == whole
+    assert episode.context() == tokenizer(whole, add_special_tokens=False)["input_ids"]
+    rendered = tokenizer.decode(episode.completion_ids)
+    assert rendered.count("<|im_start|>user\n") == 2 and rendered.count("<|im_start|>assistant\n") == 2
+    assert NO_IMAGE in rendered  # turn 1 painted: said there is no image
+    assert "produced no painting" in rendered  # turn 2 painted nothing: said so
+    for seen in observations:
+        assert seen.feedback in rendered
+    assert rendered.count("brush.circle(130, 120, 35)") == 2  # the draft's reply, and the sketch shown at turn 3
+
+
+def observation_content_for(seen, turn, turns):
+    from agent.messages import observation_content
+
+    return observation_content(seen, turn, turns, "full", sees_images=False)
+
+
+def test_text_only_messages_refuse_an_image():
+    with pytest.raises(ValueError, match="image"):
+        text_only_messages([{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (4, 4))}]}])
+
+
+@pytest.mark.slow  # ~1 min: warm start of the tiny text model, then a real GRPO step with renders
+def test_a_text_only_causal_lm_trains_one_step_on_its_own_tokens_without_images(text_policy, environments, tmp_path):
+    from multiturn_trainer.train import train
+
+    config = tiny_config(text_policy, tmp_path / "run", turns=2, max_completion_length=320)
+    summary = train(config, environments=environments)
+    assert summary.steps == 1 and summary.episodes == 2 and (summary.adapter / "adapter_config.json").is_file()
+    records = [json.loads(line) for line in (summary.run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert all([t["turn"] for t in r["turns"]] == [1, 2] for r in records)
+    assert any(t["png"] for r in records for t in r["turns"][:1]), "the warm-started text policy should paint"
+    metrics = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics and all(torch.isfinite(torch.tensor(m.get("loss", 0.0))) for m in metrics)
+
+
+@pytest.mark.slow  # ~1 min: one GRPO step by hand, keeping the internals visible
+def test_the_trainer_shows_a_text_only_policy_no_image_and_trains_only_its_tokens(text_policy, environments, tmp_path):
+    from multiturn_trainer.train import build_trainer, prepare_run
+
+    config = tiny_config(text_policy, tmp_path / "run", turns=2)
+    store, _ = prepare_run(config)
+    trainer = build_trainer(config, store, environments=environments)
+    assert trainer.family is TEXT and trainer._image_pad_token_id is None
+    trainer.model.train()
+    rows = [dict(row) for row in trainer.train_dataset.select(range(1)) for _ in range(config.num_generations)]
+    output = trainer._generate_and_score_completions(rows)
+    assert "pixel_values" not in output and "mm_token_type_ids" not in output
+    episodes = trainer.last_episode_batch.episodes
+    tokenizer = trainer.processing_class
+    for episode in episodes:
+        assert episode.tokens.images == [] and 0 in episode.tokens.env_mask
+        environment = tokenizer.decode([t for t, m in zip(episode.tokens.completion_ids, episode.tokens.env_mask)
+                                        if m == 0])
+        painted = episode.observations[0].png is not None
+        assert (NO_IMAGE in environment) == painted and episode.observations[0].feedback in environment
+    assert output["tool_mask"].sum() < output["completion_mask"].sum()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    assert torch.isfinite(trainer.compute_loss(trainer.model, output))
+    # Two episodes of equal reward carry no advantage; with one, the loss reaches the LoRA weights.
+    output["advantages"] = torch.ones_like(output["advantages"])
+    trainer.compute_loss(trainer.model, output).backward()
+    grads = [p.grad for n, p in trainer.model.named_parameters() if "lora" in n and p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.slow  # ~1 min: the warm-started text policy through `watercolour eval`
+def test_eval_runs_a_text_only_policy(text_policy, tmp_path, capsys):
+    from watercolour.cli import main
+
+    config_path = tmp_path / "eval.yaml"
+    config_path.write_text(tiny_config(text_policy, tmp_path / "unused", renderers=2).to_yaml())
+    out = tmp_path / "eval"
+    assert main(["eval", "--policy", str(text_policy), "--config", str(config_path), "--subjects",
+                 "a red apple;a blue pond", "--episodes", "1", "--turns", "2", "--max-tokens", "320",
+                 "--one-format", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["refine"]["episodes"] == 2 and report["independent"]["episodes"] == 4
+    assert report["refine"]["tokens"] > 0
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    refine = [e for e in episodes if e["arm"] == "refine"]
+    assert all(len(e["turns"]) == 2 for e in refine)
