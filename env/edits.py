@@ -22,7 +22,7 @@ How text is matched, on purpose literally (never as a pattern):
 * the SEARCH lines must occur exactly once, as consecutive lines of the sketch as it stands
   after the blocks before it;
 * the REPLACE lines are inserted as they are (an empty REPLACE deletes the lines);
-* marker lines may have surrounding spaces and 5 to 9 marker characters; fence lines and prose
+* marker lines may have surrounding spaces and 5 or more marker characters; fence lines and prose
   between blocks are ignored.
 
 A bad edit is the sketch's failure with an ``edit_*`` reason code, never ours: if any block
@@ -46,9 +46,12 @@ MAX_EDIT_BLOCKS = 64
 # How much of a failing block the feedback quotes: enough to find it, never a flood.
 EXCERPT_CHARS = 80
 
-_SEARCH = re.compile(r"[ \t]*<{5,9}[ \t]*SEARCH[ \t]*")
-_DIVIDER = re.compile(r"[ \t]*={5,9}[ \t]*")
-_REPLACE = re.compile(r"[ \t]*>{5,9}[ \t]*REPLACE[ \t]*")
+# Five or more marker characters: a small model miscounts runs of one character (it writes
+# 13 '<' as readily as 7), and no JavaScript line looks like these. Each pattern is a single
+# character class run, so a hostile million-character line is matched in linear time.
+_SEARCH = re.compile(r"[ \t]*<{5,}[ \t]*SEARCH[ \t]*")
+_DIVIDER = re.compile(r"[ \t]*={5,}[ \t]*")
+_REPLACE = re.compile(r"[ \t]*>{5,}[ \t]*REPLACE[ \t]*")
 
 
 @dataclass

@@ -71,6 +71,12 @@ def test_line_endings_and_trailing_whitespace_do_not_matter_but_indentation_does
     assert resolve_turn(unindented, SKETCH).violations == ["edit_no_match"]
 
 
+def test_marker_lines_take_any_run_of_five_or_more_marker_characters():
+    long_markers = ("<" * 13 + " SEARCH\n  noLoop();\n" + "=" * 11 + "\n  noLoop(); // x\n" + ">" * 7 + " REPLACE")
+    assert resolve_turn(long_markers, SKETCH).code == SKETCH.replace("  noLoop();", "  noLoop(); // x")
+    assert not is_edit_reply("<<<< SEARCH\n")
+
+
 def test_search_text_is_literal_never_a_pattern():
     pattern = block("  brush.circle(.*);", "  brush.circle(1, 1, 1);")
     assert resolve_turn(pattern, SKETCH).violations == ["edit_no_match"]
@@ -138,6 +144,7 @@ HOSTILE = {
     "nul_bytes": block("  noLoop();", "  noLoop();\x00\x00"),
     "lone_surrogate": block("  noLoop();", "  // \ud800"),
     "only_markers": "<<<<<<< SEARCH\n" * 10_000,
+    "million_character_marker_line": "<" * 190_000 + " SEARCH\n" + "=" * 5,
     "bytes_not_utf8": b"<<<<<<< SEARCH\n\xff\n=======\n\n>>>>>>> REPLACE",
 }
 
