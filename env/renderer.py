@@ -32,6 +32,7 @@ from typing import Any, Iterable
 from env.contract import (
     DOM_ACCESS_NAMES,
     DYNAMIC_CODE_NAMES,
+    EDIT_REASON_CODES,
     EXTERNAL_ACCESS_NAMES,
     JS_SAFE_GLOBALS,
     P5_GLOBAL_NAMES,
@@ -42,6 +43,10 @@ from env.contract import (
     SketchContract,
 )
 from env.pigment import paint_fraction_of_png
+
+# What a page may report: never an edit's code (edits are applied in Python before any page
+# exists), so a page can never dress a render up as a failed edit.
+PAGE_REASON_CODES = frozenset(code for code in REASON_CODES if code not in EDIT_REASON_CODES)
 from env.files import source_root
 from env.gate.source import neutralise_for_ses
 from env.portal import Portal
@@ -820,7 +825,7 @@ class RendererPool:
     def _result_from_page(self, page_result: dict, started: float) -> RenderResult:
         # The page's text is the sketch's: well-formed and bounded from here on (env/text.py).
         reported = [v for v in page_result.get("violations", []) if isinstance(v, dict)]
-        violations = _unique(code for v in reported if (code := safe_text(v.get("code"), 40)) in REASON_CODES)
+        violations = _unique(code for v in reported if (code := safe_text(v.get("code"), 40)) in PAGE_REASON_CODES)
         details = safe_lines((f"{v.get('name')}: {v.get('code')}" for v in reported), limit=200, max_items=200)
         errors = safe_lines(page_result.get("errors", []))
         png = None
