@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -20,6 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # A small valid sketch: two circles render in about a second, unlike realistic paintings.
+# The fields of `watercolour render --json`'s objects (ARCHITECTURE.md, CLI contract).
+RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
+
+
+def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The command line as a user runs it, from the checkout."""
+    return subprocess.run([sys.executable, "-m", "watercolour.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 SMALL_SKETCH = """async function setup() {
   createCanvas(200, 200, WEBGL);
   brush.scaleBrushes(1);

@@ -8,14 +8,8 @@ import sys
 
 import pytest
 
-from helpers import ROOT, SMALL_SKETCH
+from helpers import RECORD_KEYS, ROOT, SMALL_SKETCH, run_cli
 
-RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
-
-
-def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "watercolour.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_render_json_contract(tmp_path):

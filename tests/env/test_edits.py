@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,32 +11,16 @@ import pytest
 from env.contract import EDIT_REASON_CODES, REASON_CODES, SketchContract
 from env.core import gate_turn
 from env.edits import MAX_EDIT_BLOCKS, edit_reply, is_edit_reply, resolve_turn
+from env.prompts import SKETCH_SKELETON
 from multiturn_trainer.procedural import SUBJECTS, generate_sketch
 
-from helpers import ROOT, SMALL_SKETCH
-
-RECORD_KEYS = {"file", "passed", "violations", "errors", "paint_fraction", "elapsed_ms", "png"}
+from helpers import RECORD_KEYS, SMALL_SKETCH, run_cli
 
 
-def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "watercolour.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
-
-SKETCH = """async function setup() {
-  createCanvas(600, 600, WEBGL);
-  brush.scaleBrushes(3);
-  angleMode(DEGREES);
-  noLoop();
-}
-
-function draw() {
-  translate(-width / 2, -height / 2);
-  background('#f8f1e4');
-  brush.noStroke();
-  brush.fill('#d6362b', 150);
-  brush.circle(300, 300, 120);
-}
-"""
+# The contract's skeleton with one red circle: what the edits below change.
+SKETCH = SKETCH_SKELETON.replace(
+    "  /* brush.* calls */",
+    "  brush.noStroke();\n  brush.fill('#d6362b', 150);\n  brush.circle(300, 300, 120);") + "\n"
 
 
 def block(search: str, replace: str) -> str:
