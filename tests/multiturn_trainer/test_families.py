@@ -115,25 +115,34 @@ def test_text_only_messages_refuse_an_image():
         text_only_messages([{"role": "user", "content": [{"type": "image", "image": Image.new("RGB", (4, 4))}]}])
 
 
-@pytest.mark.slow  # ~1 min: warm start of the tiny text model, then a real GRPO step with renders
-def test_a_text_only_causal_lm_trains_one_step_on_its_own_tokens_without_images(text_policy, environments, tmp_path):
+@pytest.mark.slow  # warm-started tiny text policy (SFT), a GRPO step with renders, then a continuation
+def test_a_text_only_causal_lm_trains_one_step_and_its_adapter_continues_the_run(text_policy, environments, tmp_path):
+    from multiturn_trainer.continuation import continue_run
+    from multiturn_trainer.store import RunStore
     from multiturn_trainer.train import train
 
-    config = tiny_config(text_policy, tmp_path / "run", turns=2, max_completion_length=320)
+    config = tiny_config(text_policy, tmp_path / "run", turns=2, max_completion_length=160)
     summary = train(config, environments=environments)
     assert summary.steps == 1 and summary.episodes == 2 and (summary.adapter / "adapter_config.json").is_file()
-    records = [json.loads(line) for line in (summary.run_dir / "episodes.jsonl").read_text().splitlines()]
-    assert all([t["turn"] for t in r["turns"]] == [1, 2] for r in records)
-    assert any(t["png"] for r in records for t in r["turns"][:1]), "the warm-started text policy should paint"
+    episodes = RunStore(summary.run_dir, config.name).read_episodes()
+    assert all([t["turn"] for t in e["turns"]] == [1, 2] for e in episodes)
     metrics = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert metrics and all(torch.isfinite(torch.tensor(m.get("loss", 0.0))) for m in metrics)
+    assert metrics and all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics if "loss" in m)
+    # replay --continue-from: the trained adapter (merged onto the text-only base) writes turn 2
+    # after turn 1's recorded reply, rendered again.
+    result = continue_run(summary.run_dir, episodes, 2, summary.adapter, tmp_path / "continued",
+                          environments=environments)
+    assert result["episodes"] == 2 and result["prefix_identical"] == result["prefix_paintings"]
+    continued = RunStore(tmp_path / "continued", config.name).read_episodes()
+    assert [e["turns"][0]["reply"] for e in continued] == [e["turns"][0]["reply"] for e in episodes]
+    assert all(len(e["turns"]) == 2 and e["continued_from"]["turn"] == 2 for e in continued)
 
 
-@pytest.mark.slow  # ~1 min: one GRPO step by hand, keeping the internals visible
+@pytest.mark.slow  # warm-started tiny text policy, one GRPO step by hand
 def test_the_trainer_shows_a_text_only_policy_no_image_and_trains_only_its_tokens(text_policy, environments, tmp_path):
     from multiturn_trainer.train import build_trainer, prepare_run
 
-    config = tiny_config(text_policy, tmp_path / "run", turns=2)
+    config = tiny_config(text_policy, tmp_path / "run", turns=2, max_completion_length=160)
     store, _ = prepare_run(config)
     trainer = build_trainer(config, store, environments=environments)
     assert trainer.family is TEXT and trainer._image_pad_token_id is None
@@ -159,7 +168,7 @@ def test_the_trainer_shows_a_text_only_policy_no_image_and_trains_only_its_token
     assert grads and any(g.abs().sum() > 0 for g in grads)
 
 
-@pytest.mark.slow  # ~1 min: the warm-started text policy through `watercolour eval`
+@pytest.mark.slow  # warm-started tiny text policy through `watercolour eval` (61 s)
 def test_eval_runs_a_text_only_policy(text_policy, tmp_path, capsys):
     from watercolour.cli import main
 
@@ -167,7 +176,7 @@ def test_eval_runs_a_text_only_policy(text_policy, tmp_path, capsys):
     config_path.write_text(tiny_config(text_policy, tmp_path / "unused", renderers=2).to_yaml())
     out = tmp_path / "eval"
     assert main(["eval", "--policy", str(text_policy), "--config", str(config_path), "--subjects",
-                 "a red apple;a blue pond", "--episodes", "1", "--turns", "2", "--max-tokens", "320",
+                 "a red apple;a blue pond", "--episodes", "1", "--turns", "2", "--max-tokens", "160",
                  "--one-format", "--out", str(out), "--no-progress"]) == 0
     report = json.loads((out / "eval.json").read_text())
     assert report["refine"]["episodes"] == 2 and report["independent"]["episodes"] == 4
