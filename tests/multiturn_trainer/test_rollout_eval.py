@@ -485,3 +485,23 @@ def test_eval_counts_tokens_per_turn_and_compares_edits_with_resampling_at_equal
     shown = [text for text in policy.revision_prompts if "Your current sketch, with your edits applied" in text]
     assert len(shown) == 2 and all("brush.circle(130, 120, 36);" in text for text in shown)
     assert "edit revisions: tokens by turn 100.0 / 10.0 / 10.0" in table(report)
+    assert "reply (edits)" in Path(report["gallery"]).read_text()
+
+
+@pytest.mark.slow  # 18 renders
+def test_replay_verify_reapplies_the_edits_of_an_edit_run(environments, tmp_path, capsys):
+    from multiturn_trainer.evaluation import run_eval
+    from watercolour.cli import main
+
+    config = tiny_config(tmp_path / "no-model", tmp_path / "run", turns=3, revision_format="edit")
+    run_eval(config, EditBlocksPolicy(), ["a red apple"], 2, tmp_path / "eval", environments=environments,
+             progress=False)
+    assert main(["replay", str(tmp_path / "eval"), "--verify"]) == 0
+    assert "0 turns whose sketch differs from the record" in capsys.readouterr().out
+    # A record whose sketch is not what its edits make is caught.
+    lines = (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()
+    tampered = json.loads(lines[0])
+    tampered["turns"][2]["code"] = tampered["turns"][2]["code"].replace("37);", "38);")
+    (tmp_path / "eval" / "episodes.jsonl").write_text("\n".join([json.dumps(tampered), *lines[1:]]) + "\n")
+    assert main(["replay", str(tmp_path / "eval"), "--verify"]) == 1
+    assert "1 turns whose sketch differs from the record" in capsys.readouterr().out
