@@ -27,7 +27,6 @@ import torch
 from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content
-from env.edits import edit_reply
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
@@ -141,6 +140,10 @@ EDIT_SHARE_LIMIT = 0.6
 def edit_completion(draft_code: str | None, completion: str) -> str:
     """The revision as SEARCH/REPLACE blocks turning ``draft_code`` into the completion's sketch,
     or the full completion when the draft left no sketch or the edit would not be much shorter."""
+    # Imported here: env.edits reads replies with the gate's extractor (tree-sitter), which the
+    # GPU image's rehearsal of the loss path (scripts/gpu_check.py) does not carry.
+    from env.edits import edit_reply
+
     finished = completion.removeprefix("```js\n").removesuffix("```")
     if draft_code is None:
         return completion
