@@ -14,6 +14,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from env.prompts import REVISION_FORMATS
+
 
 def add_parsers(sub, bench_sub) -> None:
     """Every subcommand of this folder; ``bench_sub`` is `watercolour bench`'s own subparsers."""
@@ -49,7 +51,7 @@ def add_parsers(sub, bench_sub) -> None:
     sft.add_argument("--examples", type=int, default=64, help="first-turn examples")
     sft.add_argument("--revisions", type=int, default=0,
                      help="two-turn revision examples (rendered with the real renderer; procedural sources only)")
-    sft.add_argument("--revision-format", choices=("full", "edit"), default="edit",
+    sft.add_argument("--revision-format", choices=REVISION_FORMATS, default="edit",
                      help="how the revision examples revise: SEARCH/REPLACE edits (default) or full rewrites; the "
                           "system prompt announces the same form (match the train config's revision_format)")
     sft.add_argument("--epochs", type=float, default=1.0)
@@ -104,7 +106,7 @@ def add_parsers(sub, bench_sub) -> None:
                           help="episodes generated together (default: the config's eval_batch_size, else a "
                                "training step's episodes)")
     evaluate.add_argument("--out", metavar="DIR", default=None, help="default: out/eval/<policy name>")
-    evaluate.add_argument("--revision-format", choices=("full", "edit"), default=None,
+    evaluate.add_argument("--revision-format", choices=REVISION_FORMATS, default=None,
                           help="what revisions are asked for (default: the config's)")
     evaluate.add_argument("--one-format", action="store_true",
                           help="refine with --revision-format only (by default eval also refines with the other "

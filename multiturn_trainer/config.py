@@ -24,6 +24,7 @@ import yaml
 
 from agent.subjects import subjects as subject_split
 from env.files import data_file
+from env.prompts import check_revision_format
 
 
 # Token budgets for the parts of an episode the policy does not write (measured on the Qwen3.5
@@ -211,8 +212,7 @@ class TrainConfig:
         if self.credit not in ("episode", "reward_to_go", "turn", "turn_then_to_go"):
             raise ValueError(
                 f"credit must be 'episode', 'reward_to_go', 'turn' or 'turn_then_to_go', got {self.credit!r}")
-        if self.revision_format not in ("full", "edit"):
-            raise ValueError(f"revision_format must be 'full' or 'edit', got {self.revision_format!r}")
+        check_revision_format(self.revision_format)
         if self.credit in ("reward_to_go", "turn_then_to_go") and self.reward_turn != "last":
             raise ValueError(f"credit {self.credit} telescopes to the final painting's reward: it needs reward_turn last")
         if self.num_generations < 2:
