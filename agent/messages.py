@@ -82,8 +82,10 @@ def revision_content(painting_png: bytes | None, feedback: str, turn: int, turns
     shows the painting of turn ``turn - 1`` when the render produced one; otherwise it says
     there is none, so the model never mistakes a missing image for a blank painting.
     ``code``: the current sketch when the environment says to show it (``show_code``).
-    ``sees_images`` False (a text-only policy): no image is sent and the message says so, so the
-    model reads the feedback as all there is rather than as a caption of a missing picture.
+    ``sees_images`` False (a text-only policy, or the blind ablation's ``show_painting: false``): no
+    image is sent and the message says so, so the model reads the feedback as all there is rather
+    than as a caption of a missing picture. Both get the same words: a blind VLM reads exactly
+    what a text-only model reads.
     """
     previous = turn - 1
     prompt = revision_prompt(feedback, turn, turns, revision_format, code)

@@ -1,20 +1,29 @@
 """`watercolour bench learn`: does GRPO move the tiny policy towards its reward? Seeds x arms.
 
-For every seed, two arms train from the same warm start with the same preset:
+For every seed, the arms train from the same warm start with the same preset:
 
 * **multi**: the preset's K-turn episodes (K >= 2), ``steps`` GRPO steps;
 * **single**: ``turns: 1``, trained until it has generated as many tokens as the multi arm of the
-  same seed did (an equal generation budget, counted from the episodes' own token counts).
+  same seed did (an equal generation budget, counted from the episodes' own token counts);
+* **blind** (not by default): the multi arm with ``show_painting: false``, its revision turns
+  carrying the feedback and the sketch but not the painting, trained and evaluated so.
 
 Each arm's run is a normal run directory (``OUT/seed-N/ARM``). From its episodes: the first and
 last third of the steps' reward, gate pass and blank-canvas rate of the rewarded painting, each
 with a bootstrap 95 % interval over episodes, and last minus first third. Then the held-out
 `watercolour eval` of the trained adapter against the warm start (the same slots, K turns for
-both arms). Writes ``OUT/learn.json`` (every number) and ``OUT/learn.png`` (reward, gate pass and
-turn gain against step and against generated tokens), and ends each arm and seed with one line::
+every arm; the blind arm and its warm start blind). Writes ``OUT/learn.json`` (every number) and
+``OUT/learn.png`` (reward, gate pass and turn gain against step and against generated tokens),
+and ends each arm and seed with one line::
 
     learn: arm=NAME seed=N steps=N reward_rise=E(LO..HI) gate_rise=E(LO..HI) eval_final_minus_best_of_k=E(LO..HI)
            eval_turn_gain=E(LO..HI) eval_final_minus_best_at_equal_tokens=E(LO..HI) tokens_by_turn=T1/T2
+
+and, where both multi and blind ran, a seed's line for what seeing the painting bought::
+
+    learn: seed=N eval_multi_minus_blind=E(LO..HI)
+
+(the held-out final-turn reward of the multi arm minus the blind arm's, paired by slot).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from multiturn_trainer.report import curves, run_figures
 from multiturn_trainer.store import RunStore
 
 DEFAULT_CONFIG = "configs/learn.yaml"
-ARMS = ("multi", "single")
+ARMS = ("multi", "single", "blind")
 
 
 class TokenBudget:
@@ -126,12 +135,18 @@ def arm_lines(arm: str, seed: int, figures: dict[str, Any], trained: dict | None
     return lines
 
 
+def multi_minus_blind_line(seed: int, difference: dict | None) -> str:
+    """The seed's verdict on seeing the painting: held-out final-turn reward, multi - blind, paired by
+    slot (``nan`` without the evals)."""
+    return f"learn: seed={seed} eval_multi_minus_blind={format_interval(difference)}"
+
+
 def draw(path: Path, results: list[dict[str, Any]]) -> Path:
     """Reward, gate pass and turn gain against step (top) and generated tokens (bottom)."""
 
     plt = pyplot()
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), dpi=100)
-    styles = {"multi": "-", "single": "--"}
+    styles = {"multi": "-", "single": "--", "blind": ":"}
     for result in results:
         rows = result["curve"]
         label = f"{result['arm']} seed {result['seed']}"
@@ -150,29 +165,38 @@ def draw(path: Path, results: list[dict[str, Any]]) -> Path:
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("bench learn: per-step means, multi-turn (solid) vs single-turn (dashed)", fontsize=11)
+    fig.suptitle("bench learn: per-step means, multi-turn (solid), single-turn (dashed), blind multi-turn (dotted)",
+                 fontsize=11)
     return save(fig, path)
 
 
 def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: bool = True) -> dict[str, Any]:
+    from multiturn_trainer.evaluation import final_difference
     from multiturn_trainer.resources import ensure_model
 
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
+    comparisons: list[dict[str, Any]] = []
     started = time.perf_counter()
     multi_turns = config.turns if config.turns > 1 else 2
 
     ensure_model(config)  # the warm start, once, before any arm (each arm would build it otherwise)
     for seed in seeds:
-        warm = None
+        # The warm start's held-out eval by show_painting: an arm is compared with the warm start
+        # evaluated as the arm is (the blind arm with a blind one), so "trained - warm start" is
+        # what training bought, not what the painting is worth.
+        warm: dict[bool, dict[str, Any]] = {}
         budget = None
+        reports: dict[str, dict[str, Any]] = {}  # each arm's held-out eval of this seed
         for arm in arms:
             arm_dir = out / f"seed-{seed}" / arm
             if arm_dir.exists():
                 shutil.rmtree(arm_dir)
-            if arm == "multi":
+            if arm in ("multi", "blind"):
                 arm_config = dataclasses.replace(config, seed=seed, turns=multi_turns, output_dir=str(arm_dir / "run"),
                                                  report_to="none", run_name=f"learn-{arm}-{seed}")
+                if arm == "blind":
+                    arm_config = dataclasses.replace(arm_config, show_painting=False)
                 token_budget = None
             else:
                 # Equal generation budget: as many tokens as the multi arm of this seed generated
@@ -190,21 +214,27 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
                 budget = figures["tokens"]
             trained = warm_figures = None
             if do_eval:
-                # Both arms are evaluated as K-turn refiners on the same held-out slots.
+                # Every arm is evaluated as a K-turn refiner on the same held-out slots.
                 eval_config = dataclasses.replace(arm_config, turns=multi_turns)
-                if warm is None:
-                    warm = evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / "warm-start-eval",
-                                    "warm start")
-                warm_figures = eval_figures(warm)
-                trained = eval_figures(evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}"),
-                                       warm)
+                seeing = eval_config.show_painting
+                if seeing not in warm:
+                    name = "warm-start-eval" if seeing else "warm-start-eval-blind"
+                    warm[seeing] = evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / name,
+                                            "warm start" if seeing else "warm start, blind")
+                warm_figures = eval_figures(warm[seeing])
+                reports[arm] = evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}")
+                trained = eval_figures(reports[arm], warm[seeing])
             result = {"arm": arm, "seed": seed, "run_dir": str(arm_dir / "run"), "figures": figures,
                       "eval": {"trained": trained, "warm_start": warm_figures}, "curve": curves(episodes),
                       "wall_s": round(time.perf_counter() - arm_started, 1)}
             results.append(result)
             print("\n".join(arm_lines(arm, seed, figures, trained, warm_figures)), flush=True)
+        if "multi" in arms and "blind" in arms:
+            difference = final_difference(reports["multi"], reports["blind"]) if do_eval else None
+            comparisons.append({"seed": seed, "multi_minus_blind": difference})
+            print(multi_minus_blind_line(seed, difference), flush=True)
     report = {"config": dataclasses.asdict(config), "seeds": seeds, "arms": arms, "results": results,
-              "wall_s": round(time.perf_counter() - started, 1)}
+              "comparisons": comparisons, "wall_s": round(time.perf_counter() - started, 1)}
     report["plot"] = str(draw(out / "learn.png", results))
     (out / "learn.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"learn: wrote {out / 'learn.json'} and {report['plot']} ({report['wall_s']:.0f} s)", flush=True)

@@ -111,6 +111,10 @@ def add_parsers(sub, bench_sub) -> None:
     evaluate.add_argument("--one-format", action="store_true",
                           help="refine with --revision-format only (by default eval also refines with the other "
                                "format and compares both with resampling at equal generated tokens)")
+    evaluate.add_argument("--blind", action="store_true",
+                          help="also refine without showing the painting (arm refine_blind: revision turns carry the "
+                               "feedback and the sketch only, show_painting false) and report refine - refine_blind; "
+                               "skipped for a text-only model")
     evaluate.add_argument("--no-progress", action="store_true")
     evaluate.set_defaults(func=cmd_eval)
 
@@ -373,7 +377,7 @@ def cmd_eval(args) -> int:
 
         policy = endpoint_policy(config, args.endpoint, args.endpoint_model, args.token, args.concurrency)
     report = run_eval(config, policy, chosen, args.episodes, out, label=label, progress=not args.no_progress,
-                      compare_formats=not args.one_format)
+                      compare_formats=not args.one_format, blind=args.blind)
     print(table(report))
     print(f"eval: wrote {out / 'eval.json'}, plot {report['plot']}, gallery {report['gallery']}")
     return 0
@@ -406,7 +410,9 @@ def cmd_bench_learn(args) -> int:
         argv = argv[1:]
     own = argparse.ArgumentParser(prog="watercolour bench learn", add_help=False)
     own.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    own.add_argument("--arms", default="multi,single", help="multi, single or both (default)")
+    own.add_argument("--arms", default="multi,single",
+                     help="comma-separated, of multi, single and blind (multi-turn without the painting in its "
+                          "revision turns); default multi,single")
     own.add_argument("--bench-out", default="out/bench-learn", metavar="DIR", help="where runs and results go")
     own.add_argument("--no-eval", action="store_true", help="skip the held-out evals")
     own.add_argument("-h", "--help", action="store_true")

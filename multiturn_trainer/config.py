@@ -62,7 +62,8 @@ class TrainConfig:
 
     # --- episodes ------------------------------------------------------------------------
     turns: int = field(default=2, metadata={"help": (
-        "K: the policy writes K sketches, seeing its own painting before each revision. 1 = single-turn baseline.")})
+        "K: the policy writes K sketches, seeing its own painting (see show_painting) and the feedback before each "
+        "revision. 1 = single-turn baseline.")})
     reward_turn: str = field(default="last", metadata={"help": (
         '"last" rewards the final painting; "best" the best-scoring turn (scores every turn).')})
     credit: str = field(default="episode", metadata={"help": (
@@ -78,6 +79,10 @@ class TrainConfig:
         '"edit": revision turns ask for SEARCH/REPLACE edit blocks applied to the sketch the environment holds '
         '(a revision keeps its draft and costs only the tokens of its changes); "full": they ask for the whole '
         'sketch again. Either way the environment accepts both forms.')})
+    show_painting: bool = field(default=True, metadata={"help": (
+        "False: the revision turn carries the feedback and the sketch but not the painting (the blind ablation: "
+        "does seeing its painting add anything to the diagnostics?); the message says there is no image, as a "
+        "text-only model's does. A text-only model never sees the painting either way.")})
     subjects: list[str] = field(default_factory=lambda: list(subject_split("train")), metadata={"help": (
         "What the episodes paint, one subject per GRPO group, cycled in a seeded order.")})
     prompts_per_step: int = field(default=1, metadata={"help": (

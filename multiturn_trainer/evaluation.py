@@ -7,7 +7,10 @@ For every held-out subject, N episode slots (a subject and a render seed each). 
 * **independent**: the equal-budget baseline — K single-turn samples per slot from the same
   prompt and the same seed;
 * **refine_full** / **refine_edit** (``compare_formats``): the K-turn episode again with the other
-  ``revision_format`` (revisions as whole sketches, or as SEARCH/REPLACE edits).
+  ``revision_format`` (revisions as whole sketches, or as SEARCH/REPLACE edits);
+* **refine_blind** (``blind``): the K-turn episode again with ``show_painting: false``, the
+  feedback and the sketch but not the painting. ``refine_minus_refine_blind`` (final-turn
+  reward, paired by slot) is what seeing the painting adds to the diagnostics.
 
 Sketches are not tokens: an edit revision costs a fraction of a first draft. So each refine arm
 is also compared at an equal budget of generated tokens: per slot, the best of as many
@@ -18,7 +21,8 @@ same scorer. The headline is the slot-paired gap between the K-turn episode's fi
 and the best (and the mean) of its K independent samples: refinement vs resampling at the
 same number of sketches. Writes ``eval.json``, ``eval.png`` (reward by turn / by k with 95 %
 intervals, both arms, drawn with matplotlib), ``gallery.html`` (replay's gallery: step 1 = refine, step 2 =
-independent) and the episodes in the run-directory layout (``episodes.jsonl``, ``renders/``).
+independent, step 3 = the other format, step 4 = blind) and the episodes in the run-directory layout
+(``episodes.jsonl``, ``renders/``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from multiturn_trainer.resources import episode_row, local_policy, scorer_for
 from multiturn_trainer.rollout import EpisodeRunner, run_into_store
 from multiturn_trainer.store import RunStore
 
-REFINE_STEP, INDEPENDENT_STEP, OTHER_FORMAT_STEP = 1, 2, 3  # where each arm's episodes sit in the eval's run directory
+# Where each arm's episodes sit in the eval's run directory.
+REFINE_STEP, INDEPENDENT_STEP, OTHER_FORMAT_STEP, BLIND_STEP = 1, 2, 3, 4
 
 
 def eval_slots(subjects: list[str], episodes: int, seed: int) -> list[tuple[str, int]]:
@@ -54,9 +59,11 @@ def eval_slots(subjects: list[str], episodes: int, seed: int) -> list[tuple[str,
 
 def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, out: Path, environments=None,
              scorer=None, label: str = "policy", progress: bool = True,
-             compare_formats: bool = False) -> dict[str, Any]:
+             compare_formats: bool = False, blind: bool = False) -> dict[str, Any]:
     """Both arms over ``episodes`` slots per subject with ``config.turns`` = K; returns eval.json's dict.
-    ``compare_formats``: also refine with the other revision format (``refine_full`` or ``refine_edit``)."""
+    ``compare_formats``: also refine with the other revision format (``refine_full`` or ``refine_edit``).
+    ``blind``: also refine without showing the painting (``refine_blind``); skipped, with the reason in
+    ``blind_skipped``, where ``refine`` does not show it either."""
     turns = config.turns
     slots = eval_slots(subjects, episodes, config.seed)
     store = RunStore(out, config.name)
@@ -78,6 +85,10 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
         other = "full" if config.revision_format == "edit" else "edit"
         arms[f"refine_{other}"] = (dataclasses.replace(config, revision_format=other),
                                    [(i, 0) for i in range(len(slots))], OTHER_FORMAT_STEP)
+    blind_skipped = blind_skip_reason(config, policy) if blind else None
+    if blind and blind_skipped is None:
+        arms["refine_blind"] = (dataclasses.replace(config, show_painting=False),
+                                [(i, 0) for i in range(len(slots))], BLIND_STEP)
     results: dict[str, dict[str, Any]] = {}
     bar = tqdm(total=sum(len(places) for _, places, _ in arms.values()), desc="eval", unit="episode",
                disable=not progress)
@@ -105,12 +116,26 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
             environments.close()
     report = summarise_arms(results, len(slots), turns)
     report.update(policy=label, subjects=list(subjects), episodes_per_subject=episodes, turns=turns,
-                  preset=scorer.mix.name, seed=config.seed, revision_format=config.revision_format)
+                  preset=scorer.mix.name, seed=config.seed, revision_format=config.revision_format,
+                  show_painting=config.show_painting)
+    if blind_skipped is not None:
+        report["blind_skipped"] = blind_skipped
     report["plot"] = str(draw_plot(out / "eval.png", report))
     report["gallery"] = str(write_html_gallery(store, [r for arm in results.values() for r in arm["records"]],
                                                out / "gallery.html"))
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def blind_skip_reason(config: TrainConfig, policy) -> str | None:
+    """Why the blind arm would be the ``refine`` arm over again (None: it would not be)."""
+    if config.turns < 2:
+        return "1 turn: there is no revision turn to show the painting in"
+    if not getattr(policy, "sees_images", True):
+        return "the policy is a text-only model: its revision turns never show the painting"
+    if not config.show_painting:
+        return "the config's show_painting is false: the refine arm is blind already"
+    return None
 
 
 def _turn(record: dict[str, Any] | None, turn: int) -> dict[str, Any] | None:
@@ -222,11 +247,14 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
     refine, first, final = refine_arm("refine")
     resampled = [stats.mean_of([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
                  for row in independent]
-    others = {name: refine_arm(name)[0] for name in results if name.startswith("refine_")}
+    others = {name: refine_arm(name) for name in results if name.startswith("refine_")}
+    # What seeing the painting adds: the same slots refined with and without it.
+    seeing = ({"refine_minus_refine_blind": stats.paired_difference(final, others["refine_blind"][2])}
+              if "refine_blind" in others else {})
     return {
         "slots": slots,
         "refine": refine,
-        **others,
+        **{name: arm[0] for name, arm in others.items()},
         "independent": {
             "best_of_k": [stats.bootstrap_mean([stats.best_of(row, k) for row in rewards]) for k in range(1, turns + 1)],
             "mean_reward": stats.bootstrap_mean(flat(rewards)),
@@ -242,6 +270,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
         "final_minus_first": stats.paired_difference(final, first),
         "final_minus_best_of_k": stats.paired_difference(final, best),
         "final_minus_mean_of_k": stats.paired_difference(final, mean_of_k),
+        **seeing,
     }
 
 
@@ -313,17 +342,34 @@ def table(report: dict[str, Any]) -> str:
         f"{independent['wall_s']:.0f} s; infrastructure failures {refine['infrastructure_failures']} + "
         f"{independent['infrastructure_failures']}",
     ]
-    # Each refine arm (the config's revision format, and the other one when compared) against
-    # the best of the independent samples that fit in the same generated tokens.
-    for name in ["refine", *sorted(k for k in report if k.startswith("refine_"))]:
+    # Each refine arm (the config's revision format, the other one when compared, the blind one)
+    # against the best of the independent samples that fit in the same generated tokens.
+    for name in refine_arms(report):
         arm = report[name]
-        fmt = report.get("revision_format", "full") if name == "refine" else name.removeprefix("refine_")
         tokens = " / ".join(_fmt_number(t["estimate"]) for t in arm.get("tokens_by_turn", []))
-        lines.append(f"{fmt} revisions: tokens by turn {tokens}; final - best of "
+        lines.append(f"{arm_label(report, name)}: tokens by turn {tokens}; final - best of "
                      f"{_fmt_number(arm['samples_at_equal_tokens']['estimate'])} independent at equal tokens "
                      f"{_fmt(arm['final_minus_best_at_equal_tokens'], '+')}; final "
                      f"{_fmt(arm['reward_by_turn'][-1])}")
+    if "refine_minus_refine_blind" in report:
+        lines.append(f"seeing the painting: final, refine - refine_blind (paired by slot) "
+                     f"{_fmt(report['refine_minus_refine_blind'], '+')}")
+    if "blind_skipped" in report:
+        lines.append(f"blind arm skipped: {report['blind_skipped']}")
     return "\n".join(lines)
+
+
+def refine_arms(report: dict[str, Any]) -> list[str]:
+    """The report's refine arms: ``refine`` first, then the other format's, then the blind one."""
+    return ["refine", *(name for name in ("refine_full", "refine_edit", "refine_blind") if name in report)]
+
+
+def arm_label(report: dict[str, Any], name: str) -> str:
+    """How the table names a refine arm: its revision format, and ", blind" where it did not see its painting."""
+    own_format = name in ("refine_full", "refine_edit")
+    fmt = name.removeprefix("refine_") if own_format else report.get("revision_format", "full")
+    blind = name == "refine_blind" or not report.get("show_painting", True)
+    return f"{fmt} revisions" + (", blind" if blind else "")
 
 
 def _fmt_number(value: float | None) -> str:
@@ -331,8 +377,11 @@ def _fmt_number(value: float | None) -> str:
 
 
 def draw_plot(path: Path, report: dict[str, Any]) -> Path:
-    """Reward by turn (refine) and best-of-k (independent) with their 95 % intervals."""
+    """Reward by turn (refine, and refine_blind when it ran) and best-of-k (independent) with their
+    95 % intervals."""
     series = [("refine: reward at turn k", report["refine"]["reward_by_turn"]),
               ("independent: best of k", report["independent"]["best_of_k"])]
+    if "refine_blind" in report:
+        series.append(("refine_blind (no painting): reward at turn k", report["refine_blind"]["reward_by_turn"]))
     return error_bar_plot(path, series, title=f"eval: {report['policy']}  reward with 95 % intervals",
                           xlabel="turn k (refine) / samples k (independent)", ylabel="reward")

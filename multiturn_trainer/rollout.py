@@ -2,7 +2,8 @@
 
 ``EpisodeRunner.run(policy, rows)`` resets the environments, then for turn k = 1..K generates
 every episode's turn k in one batch, renders all of them in parallel, and opens turn k+1 of
-each episode with its own painting and the environment's feedback; after the last turn it
+each episode with its own painting and the environment's feedback (the feedback alone for a
+text-only policy, and in the blind ablation, ``show_painting: false``); after the last turn it
 scores the turns the reward needs. The policy is passed in (``agent.policies``):
 
 * token policies continue each episode's exact token sequence (``EpisodeTokens``): the
@@ -76,11 +77,15 @@ class EpisodeRunner:
         (``replay --continue-from``); they are rendered again like generated ones.
         ``scored_turns``: score these turns instead of the config's (eval wants every turn)."""
         turns = self.config.turns
-        revision_format = getattr(self.config, "revision_format", "full")
+        revision_format = self.config.revision_format
+        # The one place that decides whether a revision turn shows the painting: the policy must
+        # see images (a text-only model never does) and the config must not be the blind ablation
+        # (show_painting false). Either way the message says when there is no image.
+        shows_painting = getattr(policy, "sees_images", True) and self.config.show_painting
         if policy.works_on == "tokens":
-            state = _TokenEpisodes(policy, rows, revision_format)
+            state = _TokenEpisodes(policy, rows, revision_format, shows_painting)
         elif policy.works_on == "messages":
-            state = _MessageEpisodes(policy, rows, revision_format)
+            state = _MessageEpisodes(policy, rows, revision_format, shows_painting)
         else:
             raise TypeError(f"a policy works on 'tokens' or 'messages', not {policy.works_on!r}")
         subjects = [row["subject"] for row in rows]
@@ -151,6 +156,7 @@ class _LastTurn:
 
     turns: int
     revision_format: str = "full"
+    show_painting: bool = True
 
     def scored_turns(self) -> list[int]:
         return [self.turns]
@@ -162,9 +168,10 @@ class _LastTurn:
 class _TokenEpisodes:
     """Episodes as growing token sequences (see multiturn_trainer.episodes)."""
 
-    def __init__(self, policy, rows, revision_format: str = "full"):
+    def __init__(self, policy, rows, revision_format: str = "full", shows_painting: bool = True):
         self.policy = policy
         self.revision_format = revision_format
+        self.shows_painting = shows_painting
         self.episodes = [EpisodeTokens(list(ids)) for ids in policy.prompt_ids([row["prompt"] for row in rows])]
         self.sampling_logps: list[list[float]] | None = [[] for _ in rows]
         self.tokens: list[list[int]] = [[] for _ in rows]  # generated tokens per turn
@@ -198,8 +205,7 @@ class _TokenEpisodes:
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         policy = self.policy
         for i, (episode, ids, observation) in enumerate(zip(self.episodes, self._last_ids, observations)):
-            content = observation_content(observation, turn, turns, self.revision_format,
-                                          getattr(policy, "sees_images", True))
+            content = observation_content(observation, turn, turns, self.revision_format, self.shows_painting)
             ended = bool(ids) and ids[-1] in policy.eos_token_ids
             environment = environment_turn(policy.processor, content, ended, policy.chat_template_kwargs)
             episode.add_environment(environment)
@@ -213,9 +219,10 @@ class _MessageEpisodes:
     episodes = None
     sampling_logps = None
 
-    def __init__(self, policy, rows, revision_format: str = "full"):
+    def __init__(self, policy, rows, revision_format: str = "full", shows_painting: bool = True):
         self.policy = policy
         self.revision_format = revision_format
+        self.shows_painting = shows_painting
         self.conversations = [list(row["prompt"]) for row in rows]
         self.tokens: list[list[int]] = [[] for _ in rows]  # generated tokens per turn
         self.errors: list[str | None] = [None] * len(rows)
@@ -249,7 +256,7 @@ class _MessageEpisodes:
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         self.conversations = [
             append_turn(conversation, text, observation.png, observation.feedback, turn, turns, self.revision_format,
-                        observation.code if observation.show_code else None)
+                        observation.code if observation.show_code else None, self.shows_painting)
             for conversation, text, observation in zip(self.conversations, texts, observations)]
 
 
