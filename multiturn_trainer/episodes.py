@@ -28,8 +28,9 @@ _REPLY_MARKER = "\u2063reply-marker\u2063"
 class EnvironmentTurn:
     ids: list[int]
     pixel_values: torch.Tensor | None = None
-    image_grid_thw: torch.Tensor | None = None
+    image_grid_thw: torch.Tensor | None = None  # Qwen-style processors only (patch rows per image)
     images: list[Image.Image] = field(default_factory=list)
+    image_features: int = 0  # how many image tokens these images' features fill
 
 
 @dataclass
@@ -40,6 +41,7 @@ class EpisodeTokens:
     images: list[Image.Image] = field(default_factory=list)
     pixel_values: list[torch.Tensor] = field(default_factory=list)
     image_grid_thw: list[torch.Tensor] = field(default_factory=list)
+    image_features: int = 0
 
     def context(self) -> list[int]:
         return list(self.prompt_ids) + list(self.completion_ids)
@@ -52,8 +54,10 @@ class EpisodeTokens:
         self.completion_ids.extend(turn.ids)
         self.env_mask.extend([0] * len(turn.ids))
         self.images.extend(turn.images)
+        self.image_features += turn.image_features
         if turn.pixel_values is not None:
             self.pixel_values.append(turn.pixel_values)
+        if turn.image_grid_thw is not None:
             self.image_grid_thw.append(turn.image_grid_thw)
 
 
@@ -108,30 +112,46 @@ def environment_turn(
         pixel_values=encoded.get("pixel_values") if images else None,
         image_grid_thw=encoded.get("image_grid_thw") if images else None,
         images=images,
+        image_features=image_features(processor, encoded, images) if images else 0,
     )
+
+
+def image_features(processor, encoded: dict[str, Any], images: list[Image.Image]) -> int:
+    """How many image tokens the processor's image features fill, counted from the images' side
+    (not from the ids), so the loss pass can check the two agree.
+
+    A Qwen-style processor reports each image's patch grid (``image_grid_thw``), merged 2x2 into
+    tokens; any other VLM processor says how many tokens an image of a size takes.
+    """
+    grid = encoded.get("image_grid_thw")
+    if grid is not None:
+        return int(grid.prod(dim=-1).sum().item()) // processor.image_processor.merge_size ** 2
+    sizes = [(image.height, image.width) for image in images]
+    return int(sum(processor._get_num_multimodal_tokens(image_sizes=sizes)["num_image_tokens"]))
 
 
 def generation_fields(episodes: list[EpisodeTokens], image_pad_id: int | None) -> dict[str, Any]:
     """The multimodal inputs of a batched generate over ``episodes`` (empty when no images).
 
-    Qwen3.5 computes its 3-D rotary positions from ``mm_token_type_ids``; it is a per-token
-    field, left-padded with the ids by TRL's generation path.
+    One ``pixel_values`` for the batch, images in the order their tokens come. Qwen3.5 also takes
+    the patch grids and computes its 3-D rotary positions from ``mm_token_type_ids``, a per-token
+    field that TRL's generation path left-pads with the ids.
     """
     pixel_values = [p for e in episodes for p in e.pixel_values]
     if not pixel_values:
         return {}
-    return {
-        "pixel_values": torch.cat(pixel_values),
-        "image_grid_thw": torch.cat([g for e in episodes for g in e.image_grid_thw]),
-        "mm_token_type_ids": [[int(t == image_pad_id) for t in e.context()] for e in episodes],
-    }
+    fields: dict[str, Any] = {"pixel_values": torch.cat(pixel_values)}
+    grids = [g for e in episodes for g in e.image_grid_thw]
+    if grids:
+        fields["image_grid_thw"] = torch.cat(grids)
+        fields["mm_token_type_ids"] = [[int(t == image_pad_id) for t in e.context()] for e in episodes]
+    return fields
 
 
 def loss_image_inputs(
     episodes: list[EpisodeTokens],
     prompt_completion_ids: torch.Tensor,
     image_pad_id: int | None,
-    merge_length: int = 4,
 ) -> dict[str, Any]:
     """What the loss pass needs so the image features reach it, matched to the padded batch.
 
@@ -141,20 +161,18 @@ def loss_image_inputs(
     pixel_values = [p for e in episodes for p in e.pixel_values]
     if not pixel_values:
         return {}
-    grids = torch.cat([g for e in episodes for g in e.image_grid_thw])
-    mm_token_type_ids = (prompt_completion_ids == image_pad_id).long()
-    offset = 0
+    image_tokens = prompt_completion_ids == image_pad_id
     for row, episode in enumerate(episodes):
-        count = len(episode.image_grid_thw)
-        features = int(grids[offset:offset + count].prod(dim=-1).sum().item()) // merge_length
-        tokens = int(mm_token_type_ids[row].sum().item())
-        if tokens != features:
-            raise ValueError(f"episode {row}: {tokens} image tokens for {features} image features")
-        offset += count
+        tokens = int(image_tokens[row].sum().item())
+        if tokens != episode.image_features:
+            raise ValueError(f"episode {row}: {tokens} image tokens for {episode.image_features} image features")
     device = prompt_completion_ids.device
-    return {
+    inputs: dict[str, Any] = {
         "pixel_values": torch.cat(pixel_values).to(device),
-        "image_grid_thw": grids.to(device),
-        "mm_token_type_ids": mm_token_type_ids,
-        "num_images": [len(e.image_grid_thw) for e in episodes],
+        "num_images": [len(e.images) for e in episodes],
     }
+    grids = [g for e in episodes for g in e.image_grid_thw]
+    if grids:
+        inputs["image_grid_thw"] = torch.cat(grids).to(device)
+        inputs["mm_token_type_ids"] = image_tokens.long()
+    return inputs

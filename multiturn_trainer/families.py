@@ -11,6 +11,12 @@ where a model family needs something of its own they ask its entry here (``famil
   ``image_grid_thw`` and the per-token ``mm_token_type_ids`` its 3-D rotary positions are
   computed from (``episodes.generation_fields`` / ``loss_image_inputs``, 2x2 patch merge). LoRA
   leaves the vision tower alone. ``build-tiny --kind dense|moe`` builds a tiny offline one.
+* ``llava``: a LLaVA-shaped VLM (``LlavaForConditionalGeneration``: a vision tower, a projector,
+  any causal LM), such as the one ``build-pretrained --vlm`` assembles around SmolLM2. Its
+  processor expands each image to a fixed number of ``<|image|>`` tokens (the name TRL's GRPO
+  trainer looks for) and its ``pixel_values`` hold one row per image; no grid, no per-token
+  type ids. LoRA leaves the vision tower and the projector alone (the vision warm start trains
+  them).
 * ``text``: any transformers causal LM (``AutoModelForCausalLM`` + ``AutoTokenizer``), e.g. the
   SmolLM2 of ``build-pretrained``. It reads no images: chat messages are rendered with plain
   string contents (most text-only chat templates concatenate ``content`` as a string), a
@@ -79,6 +85,9 @@ FAMILIES: dict[str, ModelFamily] = {
         ModelFamily(name="qwen3_5", model_types=("qwen3_5", "qwen3_5_moe"), sees_images=True,
                     auto_model="AutoModelForImageTextToText", auto_processor="AutoProcessor",
                     image_pad_token="<|image_pad|>", lora_exclude=r".*\.visual\..*", tiny_kinds=("dense", "moe")),
+        ModelFamily(name="llava", model_types=("llava",), sees_images=True,
+                    auto_model="AutoModelForImageTextToText", auto_processor="AutoProcessor",
+                    image_pad_token="<|image|>", lora_exclude=r".*(vision_tower|multi_modal_projector).*"),
         ModelFamily(name="text", model_types=(), sees_images=False, auto_model="AutoModelForCausalLM",
                     auto_processor="AutoTokenizer", tiny_kinds=("text",)),
     )

@@ -213,10 +213,8 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
 
     def _attach_images(self, output, batch: EpisodeBatch) -> None:
         prompt_completion_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        # A text-only model's processing class is a tokenizer (no image processor, no images).
-        merge = getattr(getattr(self.processing_class, "image_processor", None), "merge_size", 2) ** 2
         image_inputs = loss_image_inputs([e.tokens for e in batch.episodes], prompt_completion_ids,
-                                         self._image_pad_token_id, merge)
+                                         self._image_pad_token_id)
         if not image_inputs:
             return
         output.update(image_inputs)
@@ -286,13 +284,13 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
         """
         parent = super()._get_per_token_logps_and_entropies
         common = dict(compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss)
-        if pixel_values is None or image_grid_thw is None or num_images is None or any(
-                v is not None for v in other.values()):
+        if pixel_values is None or num_images is None or any(v is not None for v in other.values()):
             return parent(model, input_ids, attention_mask, logits_to_keep, batch_size, pixel_values=pixel_values,
                           image_grid_thw=image_grid_thw, num_images=num_images, mm_token_type_ids=mm_token_type_ids,
                           **common, **other)
         size = batch_size or input_ids.size(0)
-        rows_per_image = image_grid_thw.prod(dim=-1).tolist()
+        # pixel_values rows: a Qwen-style grid's patches per image, else one image per row.
+        rows_per_image = image_grid_thw.prod(dim=-1).tolist() if image_grid_thw is not None else [1] * sum(num_images)
         first_image = [0]
         for count in num_images:
             first_image.append(first_image[-1] + count)
@@ -306,8 +304,9 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             images = {}
             if images_to > images_from:
                 images = dict(pixel_values=pixel_values[first_row[images_from]:first_row[images_to]],
-                              image_grid_thw=image_grid_thw[images_from:images_to],
                               num_images=list(num_images[start:end]))
+                if image_grid_thw is not None:
+                    images["image_grid_thw"] = image_grid_thw[images_from:images_to]
             chunk_logps, chunk_entropies, chunk_aux = parent(
                 model, input_ids[start:end], attention_mask[start:end], logits_to_keep, None,
                 mm_token_type_ids=None if mm_token_type_ids is None else mm_token_type_ids[start:end],

@@ -19,7 +19,8 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from env.errors import UsageError
@@ -118,6 +119,117 @@ def build_pretrained(out_dir: str | Path = DEFAULT_OUT, force: bool = False) -> 
             "tokens": len(tokenizer),
             "eos_token": tokenizer.eos_token,
             "conversion_seconds": round(time.perf_counter() - started, 1),
+        }
+        (staged / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staged.rename(out_dir)
+    return PretrainedModel(out_dir, True, time.perf_counter() - started, description)
+
+
+# --- a small VLM around the pretrained language model ---------------------------------------
+
+DEFAULT_VLM_OUT = "out/smollm2-135m-vlm"
+IMAGE_TOKEN = "<|image|>"  # one per image feature; TRL's GRPO trainer recognises this name
+SMOLLM2_VLM_CHAT_TEMPLATE = (files("multiturn_trainer") / "data" / "smollm2_vlm_chat_template.jinja").read_bytes().decode("utf-8")
+
+
+@dataclass(frozen=True)
+class VisionSizes:
+    """A small SigLIP vision tower. 224 px in 28 px patches: 8 x 8 = 64 image tokens a painting,
+    enough to see where the paint is and its colours at a fraction of a revision turn's text
+    (the system prompt alone is ~1.4k SmolLM2 tokens)."""
+
+    image_size: int = 224
+    patch_size: int = 28
+    hidden_size: int = 256
+    layers: int = 4
+    heads: int = 4
+    intermediate_size: int = 1024
+
+    @property
+    def image_tokens(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+def assemble_vlm(lm_dir: str | Path, out_dir: str | Path, vision: VisionSizes = VisionSizes(), seed: int = 0) -> Path:
+    """A LLaVA-shaped VLM: the language model of ``lm_dir`` (weights kept), a new SigLIP vision
+    tower and projector (random, seeded; the vision warm start trains them), its processor
+    (SigLIP image processing, the LM's tokenizer plus ``IMAGE_TOKEN``, a chat template that takes
+    image parts). Saved as an ordinary checkpoint folder the ``llava`` family loads."""
+    import torch
+    from transformers import (AutoModelForCausalLM, AutoTokenizer, LlavaConfig, LlavaForConditionalGeneration,
+                              LlavaProcessor, SiglipImageProcessor, SiglipVisionConfig)
+
+    lm_dir, out_dir = Path(lm_dir), Path(out_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(lm_dir))
+    tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN]})
+    language_model = AutoModelForCausalLM.from_pretrained(str(lm_dir), dtype=torch.float32)
+    text_config = language_model.config
+    text_config.vocab_size = len(tokenizer)
+    torch.manual_seed(seed)
+    config = LlavaConfig(
+        vision_config=SiglipVisionConfig(
+            image_size=vision.image_size, patch_size=vision.patch_size, hidden_size=vision.hidden_size,
+            num_hidden_layers=vision.layers, num_attention_heads=vision.heads,
+            intermediate_size=vision.intermediate_size),
+        text_config=text_config,
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        # SigLIP has no CLS token: every patch is an image token.
+        vision_feature_select_strategy="full", vision_feature_layer=-1,
+        projector_hidden_act="gelu", tie_word_embeddings=text_config.tie_word_embeddings,
+    )
+    model = LlavaForConditionalGeneration(config)
+    embeddings = language_model.get_input_embeddings().weight.data
+    state = {k.removeprefix("model."): v for k, v in language_model.state_dict().items() if k.startswith("model.")}
+    state["embed_tokens.weight"] = torch.cat([embeddings, embeddings.mean(0, keepdim=True)])
+    model.model.language_model.load_state_dict(state)
+    if not config.tie_word_embeddings:
+        head = language_model.get_output_embeddings().weight.data
+        model.lm_head.weight.data = torch.cat([head, head.mean(0, keepdim=True)])
+    model.tie_weights()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    square = {"height": vision.image_size, "width": vision.image_size}
+    # SigLIP resizes every painting to the square (no crop); crop_size says the same to the LLaVA
+    # processor's token count, which reads it (CLIP's field) to size an image's token run.
+    processor = LlavaProcessor(
+        image_processor=SiglipImageProcessor(size=square, crop_size=square),
+        tokenizer=tokenizer, patch_size=vision.patch_size, vision_feature_select_strategy="full",
+        image_token=IMAGE_TOKEN, chat_template=SMOLLM2_VLM_CHAT_TEMPLATE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Path = DEFAULT_OUT,
+                         vision_steps: int = 120, paintings: int = 160, held_out: int = 24, seed: int = 0,
+                         force: bool = False, quiet: bool = False) -> PretrainedModel:
+    """The pretrained language model (built first if ``lm_dir`` lacks it) inside a LLaVA-shaped VLM
+    whose vision side is warm-started on rendered paintings and probed (``multiturn_trainer.vision``).
+
+    Cached like ``build_pretrained``; staged in a sibling folder and renamed at the end."""
+    from multiturn_trainer.vision import warm_start_vision
+
+    out_dir = Path(out_dir)
+    if (out_dir / "config.json").is_file() and (out_dir / DESCRIPTION).is_file() and not force:
+        return PretrainedModel(out_dir, False, 0.0, json.loads((out_dir / DESCRIPTION).read_text(encoding="utf-8")))
+    started = time.perf_counter()
+    language = build_pretrained(lm_dir)
+    vision = VisionSizes()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
+        staged = assemble_vlm(language.out_dir, Path(scratch) / "model", vision, seed)
+        warm = warm_start_vision(staged, vision_steps, paintings, held_out, seed=seed, quiet=quiet)
+        description = {
+            **language.description,
+            "model": f"{language.description['model']} + SigLIP vision ({vision.image_tokens} image tokens a painting)",
+            "model_class": "LlavaForConditionalGeneration",
+            "language_model": str(language.out_dir),
+            "vision": {**asdict(vision), "warm_start_steps": warm.steps, "paintings": warm.paintings,
+                       "loss": [round(warm.first_loss, 3), round(warm.last_loss, 3)]},
+            "build_seconds": round(time.perf_counter() - started, 1),
         }
         (staged / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
         if out_dir.exists():

@@ -181,7 +181,7 @@ def sft_labels(episode: EpisodeTokens) -> list[int]:
     return [-100] * len(episode.prompt_ids) + completion
 
 
-def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int | None, merge: int) -> dict[str, Any]:
+def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int | None) -> dict[str, Any]:
     """The model's keyword arguments for one SFT batch, right-padded.
 
     Logits are asked for only from the position before the batch's first trained token: the
@@ -201,7 +201,7 @@ def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int | None, merg
         "attention_mask": torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids]),
     }
     # The same image inputs (and token/feature check) as the GRPO loss pass.
-    images = loss_image_inputs(batch, input_ids, image_pad, merge)
+    images = loss_image_inputs(batch, input_ids, image_pad)
     images.pop("num_images", None)
     inputs.update(images)
     return inputs
@@ -232,7 +232,6 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     tokenizer = getattr(processor, "tokenizer", processor)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     image_pad = family.image_pad_token_id(tokenizer)
-    merge = getattr(getattr(processor, "image_processor", None), "merge_size", 2) ** 2
     device = next(model.parameters()).device
     losses = []
     bar = tqdm(range(steps), desc="sft", disable=quiet)
@@ -240,7 +239,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
         if not batches:
             batches = length_grouped_batches(lengths, batch_size, rng)
         batch = [encoded[i] for i in batches.pop()]
-        inputs = sft_inputs(batch, pad, image_pad, merge)
+        inputs = sft_inputs(batch, pad, image_pad)
         loss = model(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in inputs.items()}).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -537,8 +537,7 @@ def measure_train(model, processor, config, episode, gpu: bool, lora_experts: bo
     device = next(model.parameters()).device
     ids = torch.tensor([episode.context()], device=device)
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    merge = processor.image_processor.merge_size ** 2
-    images = loss_image_inputs([episode], ids, pad, merge)
+    images = loss_image_inputs([episode], ids, pad)
     images.pop("num_images", None)
     labels = ids.clone()
     labels[:, :len(episode.prompt_ids)] = -100

@@ -5,6 +5,7 @@ template; build-pretrained's real SmolLM2 takes the same path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -184,3 +185,86 @@ def test_eval_runs_a_text_only_policy(text_policy, tmp_path, capsys):
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     refine = [e for e in episodes if e["arm"] == "refine"]
     assert all(len(e["turns"]) == 2 for e in refine)
+
+
+# --- the llava family: a vision tower and projector around a causal LM ----------------------
+
+SMALL_VISION = dict(image_size=56, patch_size=14, hidden_size=32, layers=1, heads=2, intermediate_size=64)
+
+
+@pytest.fixture(scope="module")
+def vlm_policy(tiny_text, tmp_path_factory):
+    """The tiny text model as the language model of a LLaVA-shaped VLM (what ``build-pretrained
+    --vlm`` does with SmolLM2), warm-started by the product's SFT on first turns and on revisions
+    whose user turn holds a painting: it paints, and its revision turns carry images."""
+    from agent.messages import revision_content
+    from multiturn_trainer.pretrained import VisionSizes, assemble_vlm
+
+    base = assemble_vlm(tiny_text, tmp_path_factory.mktemp("vlm-base"), VisionSizes(**SMALL_VISION))
+    # One small sketch, learnt by heart: a 0.5M-parameter model garbles varied ones, and this test
+    # needs a turn 1 that renders so that turn 2 carries a painting.
+    sketch = f"```js\n{SMALL_SKETCH}```"
+    examples = [{"subject": s, "prompt_messages": first_turn_messages(s), "completion": sketch}
+                for s in SUBJECTS for _ in range(6)]
+    painting = png_bytes(Image.new("RGB", (120, 90), "#2050a0"))
+    examples += [{"subject": s, "prompt_messages": first_turn_messages(s), "draft": "```js\nfunction setup() {```",
+                  "environment": revision_content(painting, "Turn 1 of 2: your sketch did not parse.", 2, 2),
+                  "completion": sketch} for s in SUBJECTS]
+    out = tmp_path_factory.mktemp("vlm-policy")
+    result = run_sft(str(base), out, examples, epochs=40, learning_rate=5e-3, batch_size=4, quiet=True)
+    assert result.last_loss < result.first_loss / 3
+    return out
+
+
+def test_a_vlm_assembled_around_a_causal_lm_keeps_its_weights_and_counts_its_image_tokens(text_policy, tmp_path):
+    from multiturn_trainer.pretrained import IMAGE_TOKEN, VisionSizes, assemble_vlm
+
+    vision = VisionSizes(**SMALL_VISION)
+    folder = assemble_vlm(text_policy, tmp_path / "vlm", vision)
+    assert family_at(folder) is FAMILIES["llava"]
+    model, processor = FAMILIES["llava"].load(folder, dtype="float32")
+    language_model, _ = TEXT.load(text_policy, dtype="float32")
+    old = language_model.get_input_embeddings().weight
+    new = model.get_input_embeddings().weight
+    assert new.shape[0] == old.shape[0] + 1 and torch.allclose(new[:-1], old.to(new.dtype), atol=1e-2)
+    image = Image.new("RGB", (300, 200), "white")
+    content = [{"type": "text", "text": "Your painting from turn 1:"}, {"type": "image", "image": image},
+               {"type": "text", "text": "Turn 1 of 2: your sketch passed the gate."}]
+    turn = environment_turn(processor, content, True)
+    pad = processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    assert turn.ids.count(pad) == turn.image_features == vision.image_tokens == 16
+    assert tuple(turn.pixel_values.shape) == (1, 3, 56, 56) and turn.image_grid_thw is None
+
+
+@pytest.mark.slow  # warm-started tiny text policy inside a VLM, one GRPO step with renders and images
+def test_a_llava_vlm_trains_one_step_with_its_paintings_in_the_loss(vlm_policy, environments, tmp_path):
+    from multiturn_trainer.store import RunStore
+    from multiturn_trainer.train import train
+
+    config = tiny_config(vlm_policy, tmp_path / "run", turns=2, max_completion_length=160, temperature=0.3,
+                         revision_format="full")  # as the warm start's prompts
+    summary = train(config, environments=environments)
+    assert summary.steps == 1 and summary.episodes == 2
+    episodes = RunStore(summary.run_dir, config.name).read_episodes()
+    assert any(e["turns"][0]["passed"] for e in episodes), "the warm-started policy paints in turn 1"
+    metrics = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("loss" in m for m in metrics) and all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics if "loss" in m)
+    adapter = json.loads((summary.adapter / "adapter_config.json").read_text())
+    assert "vision_tower" in str(adapter.get("exclude_modules"))
+    # The same step by hand: the paintings of turn 1 reach the loss pass as pixel values, one
+    # row per image, on exactly the image tokens of their turn.
+    from multiturn_trainer.train import build_trainer, prepare_run
+
+    store, _ = prepare_run(dataclasses.replace(config, output_dir=str(tmp_path / "by-hand")))
+    trainer = build_trainer(config, store, environments=environments)
+    assert trainer.family is FAMILIES["llava"] and trainer._image_pad_token_id is not None
+    rows = [dict(row) for row in trainer.train_dataset.select(range(1)) for _ in range(config.num_generations)]
+    output = trainer._generate_and_score_completions(rows)
+    shown = [len(e.tokens.images) for e in trainer.last_episode_batch.episodes]
+    assert sum(shown) > 0 and output["num_images"] == shown
+    assert output["pixel_values"].shape[0] == sum(shown) and "image_grid_thw" not in output
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    output["advantages"] = torch.ones_like(output["advantages"])
+    trainer.compute_loss(trainer.model, output).backward()
+    grads = [p.grad for n, p in trainer.model.named_parameters() if "lora" in n and p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)

@@ -140,7 +140,7 @@ def test_sft_batches_ask_only_for_the_logits_the_loss_uses(tmp_path):
     batch = [tokenize_example(processor, first), tokenize_example(processor, revision)]
     pad = processor.tokenizer.pad_token_id
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    inputs = sft_inputs(batch, pad, image_pad, 4)
+    inputs = sft_inputs(batch, pad, image_pad)
     width = inputs["input_ids"].shape[1]
     assert "pixel_values" in inputs
     assert inputs["logits_to_keep"] < width - 1000  # the system prompt's logits are not computed
