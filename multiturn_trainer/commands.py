@@ -19,6 +19,7 @@ from env.prompts import REVISION_FORMATS
 
 def add_parsers(sub, bench_sub) -> None:
     """Every subcommand of this folder; ``bench_sub`` is `watercolour bench`'s own subparsers."""
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS
     from multiturn_trainer.tiny_model import MODEL_KINDS
 
     build = sub.add_parser("build-tiny", help="build a tiny offline model (tests, CPU demo): a Qwen3.5 VLM "
@@ -50,8 +51,8 @@ def add_parsers(sub, bench_sub) -> None:
 
     sft = sub.add_parser("sft", help="supervised warm start on sketch sources")
     sft.add_argument("--model", default="out/tiny-dense")
-    sft.add_argument("--tiny-model", choices=MODEL_KINDS, default=None,
-                     help="build the tiny offline model at --model first when it is missing")
+    sft.add_argument("--tiny-model", choices=MODEL_KINDS + PRETRAINED_KINDS, default=None,
+                     help="build the offline model of this kind at --model first when it is missing")
     sft.add_argument("--out", required=True, metavar="DIR", help="where the fine-tuned model is saved")
     sft.add_argument("--source", default="procedural",
                      help="'procedural' (built-in generator), 'compact' (short procedural sketches) or a pool folder")

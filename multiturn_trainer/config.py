@@ -46,10 +46,11 @@ class TrainConfig:
         "a Qwen3.5 VLM with AutoModelForImageTextToText/AutoProcessor, any other causal LM text-only "
         "(AutoModelForCausalLM/AutoTokenizer, e.g. build-pretrained's SmolLM2).")})
     tiny_model: str | None = field(default=None, metadata={"help": (
-        '"dense" or "moe" (tiny Qwen3.5 VLMs) or "text" (a tiny text-only Llama): build the tiny offline '
-        'model at ``model`` first when the folder is missing.')})
+        '"dense" or "moe" (tiny Qwen3.5 VLMs) or "text" (a tiny text-only Llama), or a pretrained base: '
+        '"smollm2" (build-pretrained) or "smollm2-vlm" (build-pretrained --vlm): build the offline model at '
+        '``model`` first when the folder is missing.')})
     tiny_warm_start_steps: int = field(default=0, metadata={"help": (
-        "With tiny_model: SFT steps on compact procedural sketches before saving it (0 = untrained).")})
+        "With tiny_model: SFT steps on compact procedural sketches before saving it (0 = the base as built).")})
     tiny_warm_start_revisions: int = field(default=64, metadata={"help": (
         "Two-turn revision examples in that warm start (each rendered once by the real renderer): half add a layer, "
         "half repair a gate failure. With 64 the warm start's held-out eval went from turn gain ~0 (32, layer "

@@ -236,3 +236,19 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
             shutil.rmtree(out_dir)
         staged.rename(out_dir)
     return PretrainedModel(out_dir, True, time.perf_counter() - started, description)
+
+
+# `tiny_model` values that name a pretrained base instead of a tiny random one: the warm start
+# (sft.warm_start_tiny) starts from the cached folder these builders make.
+PRETRAINED_KINDS = ("smollm2", "smollm2-vlm")
+# A pretrained model is fine-tuned, not taught from scratch: the tiny models' 4e-3 would wreck it.
+PRETRAINED_WARM_START_LEARNING_RATE = 1e-4
+
+
+def pretrained_base(kind: str, seed: int = 0) -> Path:
+    """The cached folder of a pretrained kind, built first when missing."""
+    if kind == "smollm2":
+        return build_pretrained().out_dir
+    if kind == "smollm2-vlm":
+        return build_pretrained_vlm(seed=seed).out_dir
+    raise ValueError(f"no pretrained kind {kind!r} (one of {PRETRAINED_KINDS})")

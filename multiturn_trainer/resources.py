@@ -36,7 +36,14 @@ def ensure_model(config: TrainConfig) -> str:
     if config.tiny_model and not (path / "config.json").is_file():
         print(first_run_announcement(config), flush=True)
         if config.tiny_warm_start_steps <= 0:
-            build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+            from multiturn_trainer.pretrained import PRETRAINED_KINDS, pretrained_base
+
+            if config.tiny_model in PRETRAINED_KINDS:
+                import shutil
+
+                shutil.copytree(pretrained_base(config.tiny_model, config.seed), path)
+            else:
+                build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
         else:
             warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
                             revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
@@ -58,7 +65,7 @@ def first_run_announcement(config: TrainConfig) -> str:
     seconds = (config.tiny_warm_start_revisions * WARM_START_SECONDS_PER_REVISION_2_CORES
                + config.tiny_warm_start_steps * WARM_START_SECONDS_PER_STEP_2_CORES)
     minutes = max(1, round(seconds / 60))
-    return (f"train: first run: building the tiny offline {config.tiny_model} model and warm-starting it "
+    return (f"train: first run: building the offline {config.tiny_model} model and warm-starting it "
             f"({config.tiny_warm_start_steps} SFT steps on compact procedural sketches, "
             f"{config.tiny_warm_start_revisions} rendered revision examples) so that its sketches render; "
             f"about {minutes} min on 2 CPU cores, once: it is cached in {config.model} and reused by later runs "

@@ -209,7 +209,9 @@ def sft_inputs(batch: list[EpisodeTokens], pad: int, image_pad: int | None) -> d
 
 def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]], *, epochs: float = 1.0,
             learning_rate: float = 2e-3, batch_size: int = 4, lora: bool = False, seed: int = 0,
-            quiet: bool = False) -> SftResult:
+            quiet: bool = False, freeze_vision: bool = False) -> SftResult:
+    """Fine-tune ``model_path`` on ``examples``; ``freeze_vision``: the modules the family's LoRA leaves
+    alone (its vision tower, for the llava family also the projector) keep their weights."""
     torch.manual_seed(seed)
     gpu = torch.cuda.is_available()
     model, processor = load_pretrained(model_path, dtype="bfloat16" if gpu else None, device="cuda" if gpu else None)
@@ -219,6 +221,12 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
 
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                  exclude_modules=family.lora_exclude, task_type="CAUSAL_LM"))
+    if freeze_vision and family.lora_exclude:
+        import re
+
+        for name, parameter in model.named_parameters():
+            if re.fullmatch(family.lora_exclude, name):
+                parameter.requires_grad_(False)
     model.train()
     encoded = [tokenize_example(processor, e, family) for e in examples]
     steps = max(1, round(len(encoded) * epochs / batch_size))
@@ -288,31 +296,39 @@ def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
     return examples
 
 
-def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float = 4e-3,
+def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float | None = None,
                     batch_size: int = 4, revisions: int = 64, backend: str | None = None,
                     subjects: list[str] | None = None, revision_format: str = "full") -> SftResult:
-    """Build the tiny model and fine-tune it on compact procedural sketches (+ revisions).
+    """Build the offline base model of ``kind`` and fine-tune it on compact procedural sketches (+ revisions).
 
+    ``kind``: a tiny random model (``build-tiny --kind``) or a pretrained one
+    (``pretrained.PRETRAINED_KINDS``: SmolLM2, alone or inside the small VLM), fine-tuned at a
+    pretrained model's learning rate with its vision side left as its own warm start made it.
     Written to a sibling folder first and renamed at the end, so an interrupted warm start
     never leaves a half-trained model where ``train`` would load it.
     """
     import shutil
     import tempfile
 
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS, PRETRAINED_WARM_START_LEARNING_RATE, pretrained_base
+
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    pretrained = kind in PRETRAINED_KINDS
+    if learning_rate is None:
+        learning_rate = PRETRAINED_WARM_START_LEARNING_RATE if pretrained else 4e-3
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
-        base = build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
+        base = pretrained_base(kind, seed) if pretrained else build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
         procedural = [s for s in subjects or SUBJECTS if s in SUBJECTS] or None
         examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed,
                                        backend, procedural, revision_format)
         epochs = steps * batch_size / len(examples)
         result = run_sft(str(base), Path(scratch) / "tuned", examples, epochs=epochs, learning_rate=learning_rate,
-                         batch_size=batch_size, seed=seed)
+                         batch_size=batch_size, seed=seed, freeze_vision=pretrained)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         (Path(scratch) / "tuned").rename(out_dir)
     result.out_dir = out_dir
-    print(f"sft: warm start of the tiny {kind} model: {result.steps} steps, loss {result.first_loss:.2f} -> "
-          f"{result.last_loss:.2f}; saved {out_dir}")
+    print(f"sft: warm start of the {'pretrained' if pretrained else 'tiny'} {kind} model: {result.steps} steps, "
+          f"loss {result.first_loss:.2f} -> {result.last_loss:.2f}; saved {out_dir}")
     return result
