@@ -97,7 +97,7 @@ def read_caption(text: str) -> PaintingFacts | None:
     return PaintingFacts(int(match.group(1)) / 100, match.group(2), match.group(3).strip())
 
 
-def render_paintings(n: int, seed: int, backend: str | None = None) -> list[bytes]:
+def render_paintings(n: int, seed: int, backend: str | None = None, quiet: bool = False) -> list[bytes]:
     """``n`` paintings by the real renderer: procedural sketches of every subject, 1 to 3
     layers after the paper wash, so coverage ranges from faint to full."""
     from env.core import SketchEvaluator
@@ -107,9 +107,15 @@ def render_paintings(n: int, seed: int, backend: str | None = None) -> list[byte
     plans = [(rng.choice(SUBJECTS), rng.randrange(2**31), rng.choice((1, 2, 3, None))) for _ in range(n)]
     replies = [f"```js\n{generate_sketch(subject, s, sections)}```" for subject, s, sections in plans]
     kwargs = {"backend": backend} if backend else {}
-    with SketchEvaluator(deadline_s=90, **kwargs) as evaluator:
-        outcomes = evaluator.evaluate_many(replies, [s for _, s, _ in plans])
-    return [o.png for o in outcomes if o.png]
+    paintings = []
+    with SketchEvaluator(deadline_s=90, **kwargs) as evaluator, \
+            tqdm(total=n, desc="rendering paintings", unit="painting", disable=quiet) as bar:
+        for start in range(0, n, 16):  # in chunks, so the bar moves
+            chunk = slice(start, start + 16)
+            outcomes = evaluator.evaluate_many(replies[chunk], [s for _, s, _ in plans[chunk]])
+            paintings += [o.png for o in outcomes if o.png]
+            bar.update(len(outcomes))
+    return paintings
 
 
 def caption_example(processor, png: bytes, answer: str | None):
@@ -247,7 +253,7 @@ def warm_start_vision(folder: str | Path, steps: int, paintings: int, held_out: 
 
     folder = Path(folder)
     model, processor = family_at(folder).load(folder, dtype=torch.float32)
-    rendered = render_paintings(paintings + held_out, seed, backend)
+    rendered = render_paintings(paintings + held_out, seed, backend, quiet)
     train_set, test_set = rendered[:-held_out or None], rendered[len(rendered) - held_out:] if held_out else []
     if not train_set:
         raise RuntimeError("the renderer returned no paintings to train the vision side on")

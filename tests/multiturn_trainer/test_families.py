@@ -268,3 +268,57 @@ def test_a_llava_vlm_trains_one_step_with_its_paintings_in_the_loss(vlm_policy, 
     trainer.compute_loss(trainer.model, output).backward()
     grads = [p.grad for n, p in trainer.model.named_parameters() if "lora" in n and p.grad is not None]
     assert grads and any(g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.slow  # the VLM policy through `watercolour eval --blind` (renders, three arms)
+def test_eval_runs_a_llava_policy_with_and_without_its_paintings(vlm_policy, tmp_path):
+    from watercolour.cli import main
+
+    config_path = tmp_path / "eval.yaml"
+    config_path.write_text(tiny_config(vlm_policy, tmp_path / "unused", renderers=2, temperature=0.3,
+                                       revision_format="full").to_yaml())
+    out = tmp_path / "eval"
+    assert main(["eval", "--policy", str(vlm_policy), "--config", str(config_path), "--subjects",
+                 "a red apple;a blue pond", "--episodes", "1", "--turns", "2", "--max-tokens", "160",
+                 "--one-format", "--blind", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["refine"]["episodes"] == report["refine_blind"]["episodes"] == 2
+    assert "refine_minus_refine_blind" in report and "blind_skipped" not in report
+
+
+def test_the_chat_template_renders_every_turn_of_a_llava_episode(tiny_text, tmp_path):
+    """A VLM episode built turn by turn as the loop builds it is the VLM's chat template's
+    rendering of the whole conversation, each painting expanded to its run of image tokens."""
+    from agent.messages import observation_content
+    from multiturn_trainer.pretrained import IMAGE_TOKEN, VisionSizes, assemble_vlm
+
+    vision = VisionSizes(**SMALL_VISION)
+    folder = assemble_vlm(tiny_text, tmp_path / "vlm", vision)
+    model, processor = FAMILIES["llava"].load(folder)
+    policy = LocalModelPolicy(model, processor, max_new_tokens=8, image_pad_token=IMAGE_TOKEN)
+    painting = png_bytes(Image.new("RGB", (60, 60), (200, 60, 50)))
+    turns = 3
+    observations = [
+        TurnObservation(turn=1, turns_left=2, png=painting, passed=True, violations=[], errors=[],
+                        paint_fraction=0.4, render_ms=5, feedback="Turn 1 of 3: your sketch passed the gate.",
+                        code=SMALL_SKETCH, show_code=False),
+        TurnObservation(turn=2, turns_left=1, png=painting, passed=True, violations=[], errors=[],
+                        paint_fraction=0.4, render_ms=5, feedback="Turn 2 of 3: your sketch passed the gate.",
+                        code=SMALL_SKETCH, show_code=False),
+    ]
+    replies = ["```js\n" + SMALL_SKETCH + "```", "```js\n" + SMALL_SKETCH + "```"]
+    messages = first_turn_messages("a red apple")
+    [prompt] = policy.prompt_ids([messages])
+    episode = EpisodeTokens(prompt)
+    for turn, (reply, seen) in enumerate(zip(replies, observations), start=1):
+        episode.add_policy(reply_ids(processor, reply))
+        content = observation_content(seen, turn + 1, turns, "full", sees_images=True)
+        episode.add_environment(environment_turn(processor, content, True, policy.chat_template_kwargs))
+        messages = append_turn(messages, reply, seen.png, seen.feedback, turn + 1, turns, "full", None)
+    whole = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    pad = processor.tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    assert whole.count(IMAGE_TOKEN) == 2  # one placeholder per painting before the processor expands it
+    expanded = whole.replace(IMAGE_TOKEN, IMAGE_TOKEN * vision.image_tokens)
+    assert episode.context() == processor.tokenizer(expanded, add_special_tokens=False)["input_ids"]
+    assert episode.context().count(pad) == episode.image_features == 2 * vision.image_tokens
+    assert len(episode.images) == 2 and NO_IMAGE not in processor.tokenizer.decode(episode.completion_ids)
