@@ -40,6 +40,8 @@ def add_parsers(sub, bench_sub) -> None:
     pretrained.add_argument("--vision-steps", type=int, default=120, metavar="N", help="vision warm-start steps (batch 8)")
     pretrained.add_argument("--paintings", type=int, default=160, metavar="N", help="paintings rendered to train on")
     pretrained.add_argument("--held-out", type=int, default=24, metavar="N", help="paintings rendered for the probe")
+    pretrained.add_argument("--vision-lm-rank", type=int, default=8, metavar="R", help="rank of the LoRA (merged "
+                            "afterwards) that lets the language model learn to read the image tokens; 0 keeps it frozen")
     pretrained.set_defaults(func=cmd_build_pretrained)
 
     train = sub.add_parser("train", add_help=False, help="multi-turn GRPO (turns: 1 = single-turn baseline); "
@@ -187,7 +189,8 @@ def cmd_build_pretrained(args: argparse.Namespace) -> int:
 
     if args.vlm:
         result = build_pretrained_vlm(args.out or DEFAULT_VLM_OUT, vision_steps=args.vision_steps,
-                                      paintings=args.paintings, held_out=args.held_out, force=args.force)
+                                      paintings=args.paintings, held_out=args.held_out, force=args.force,
+                                      lm_rank=args.vision_lm_rank)
         probe_line(result.out_dir)
     else:
         result = build_pretrained(args.out or DEFAULT_OUT, force=args.force)

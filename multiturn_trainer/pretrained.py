@@ -217,7 +217,7 @@ def assemble_vlm(lm_dir: str | Path, out_dir: str | Path, vision: VisionSizes = 
 
 def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Path = DEFAULT_OUT,
                          vision_steps: int = 120, paintings: int = 160, held_out: int = 24, seed: int = 0,
-                         force: bool = False, quiet: bool = False) -> PretrainedModel:
+                         force: bool = False, quiet: bool = False, lm_rank: int = 8) -> PretrainedModel:
     """The pretrained language model (built first if ``lm_dir`` lacks it) inside a LLaVA-shaped VLM
     whose vision side is warm-started on rendered paintings and probed (``multiturn_trainer.vision``).
 
@@ -233,13 +233,13 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
         staged = assemble_vlm(language.out_dir, Path(scratch) / "model", vision, seed)
-        warm = warm_start_vision(staged, vision_steps, paintings, held_out, seed=seed, quiet=quiet)
+        warm = warm_start_vision(staged, vision_steps, paintings, held_out, seed=seed, quiet=quiet, lm_rank=lm_rank)
         description = {
             **language.description,
             "model": f"{language.description['model']} + SigLIP vision ({vision.image_tokens} image tokens a painting)",
             "model_class": "LlavaForConditionalGeneration",
             "language_model": str(language.out_dir),
-            "vision": {**asdict(vision), "warm_start_steps": warm.steps, "paintings": warm.paintings,
+            "vision": {**asdict(vision), "warm_start_steps": warm.steps, "lm_rank": warm.lm_rank, "paintings": warm.paintings,
                        "loss": [round(warm.first_loss, 3), round(warm.last_loss, 3)]},
             "build_seconds": round(time.perf_counter() - started, 1),
         }
