@@ -37,7 +37,7 @@ def add_parsers(sub, bench_sub) -> None:
     pretrained.add_argument("--vlm", action="store_true", help="the language model inside a LLaVA-shaped VLM whose "
                             "new vision tower is warm-started on rendered paintings, then probed (vision.json, "
                             "vision-probe.png in DIR)")
-    pretrained.add_argument("--vision-steps", type=int, default=120, metavar="N", help="vision warm-start steps (batch 8)")
+    pretrained.add_argument("--vision-steps", type=int, default=300, metavar="N", help="vision warm-start steps (batch 8)")
     pretrained.add_argument("--paintings", type=int, default=160, metavar="N", help="paintings rendered to train on")
     pretrained.add_argument("--held-out", type=int, default=24, metavar="N", help="paintings rendered for the probe")
     pretrained.add_argument("--vision-lm-rank", type=int, default=8, metavar="R", help="rank of the LoRA (merged "
