@@ -195,7 +195,7 @@ def cmd_build_pretrained(args: argparse.Namespace) -> int:
     else:
         result = build_pretrained(args.out or DEFAULT_OUT, force=args.force)
     d = result.description
-    how = f"converted in {result.seconds:.0f} s" if result.built else "already built (--force rebuilds it)"
+    how = f"built in {result.seconds:.0f} s" if result.built else "already built (--force rebuilds it)"
     print(f"pretrained {d['model']} ({d['model_class']}, {d['parameters']:,} parameters, {d['dtype']}, "
           f"from {d['source']['wheel']}) in {result.out_dir}: {how}; train it with "
           f"`watercolour train --config smoke --model {result.out_dir}`")
