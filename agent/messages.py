@@ -128,6 +128,19 @@ def text_only_messages(messages: list[Message]) -> list[Message]:
     return flat
 
 
+def template_variables(processor, values: dict[str, Any]) -> dict[str, Any]:
+    """Of ``values`` (e.g. ``enable_thinking``), the ones the processor's chat template reads.
+
+    A processor whose template does not read one (SmolLM2's) warns about it on every call, once
+    per prompt and example: thousands of lines in a warm start. A template that does (Qwen3.5's)
+    gets them all."""
+    template = getattr(processor, "chat_template", None) or getattr(getattr(processor, "tokenizer", None),
+                                                                     "chat_template", None)
+    if not isinstance(template, str):
+        return dict(values)
+    return {name: value for name, value in values.items() if name in template}
+
+
 def png_bytes(image: Image.Image) -> bytes:
     """PNG encoding of an image."""
     buffer = io.BytesIO()

@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent.messages import Message, png_bytes, text_only_messages
+from agent.messages import Message, png_bytes, template_variables, text_only_messages
 
 # Where EndpointPolicy looks for a bearer token when none is given (never in a config file:
 # configs are written into run directories).
@@ -99,7 +99,7 @@ class LocalModelPolicy:
             token_id = self.tokenizer.convert_tokens_to_ids(image_pad_token)
             if token_id is not None and token_id != self.tokenizer.unk_token_id:
                 self.image_pad_token_id = token_id
-        self.chat_template_kwargs = {"enable_thinking": enable_thinking}
+        self.chat_template_kwargs = template_variables(processor, {"enable_thinking": enable_thinking})
         self._seed = seed
 
     def prompt_ids(self, prompts: list[list[Message]]) -> list[list[int]]:

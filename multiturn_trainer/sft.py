@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from agent.messages import first_turn_messages, revision_content
+from agent.messages import first_turn_messages, revision_content, template_variables
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
@@ -157,9 +157,10 @@ def tokenize_example(processor, example: dict[str, Any], family: ModelFamily = F
     """The example as the tokens of an episode: policy turns trained, environment turns not.
     ``family``: the model's (``multiturn_trainer.families``); a text-only one gets the revision
     turn without its image, as its episodes do."""
+    variables = template_variables(processor, TEMPLATE_KWARGS)
     prompt = processor.apply_chat_template(
         family.chat_messages(example["prompt_messages"]), add_generation_prompt=True, tokenize=True,
-        return_dict=True, **TEMPLATE_KWARGS,
+        return_dict=True, **variables,
     )["input_ids"]
     # A processor answers a batch of one conversation, a tokenizer the conversation's ids.
     prompt = prompt[0] if prompt and not isinstance(prompt[0], int) else prompt
@@ -170,7 +171,7 @@ def tokenize_example(processor, example: dict[str, Any], family: ModelFamily = F
             environment = revision_content(example["painting_png"], example["feedback"], 2, 2,
                                            example.get("revision_format", "full"), example.get("code"), False)
         episode.add_policy(reply_ids(processor, example["draft"]))
-        episode.add_environment(environment_turn(processor, environment, True, TEMPLATE_KWARGS))
+        episode.add_environment(environment_turn(processor, environment, True, variables))
     episode.add_policy(reply_ids(processor, example["completion"]))
     return episode
 

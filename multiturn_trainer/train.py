@@ -169,6 +169,14 @@ def prepare_run(config: TrainConfig) -> tuple[RunStore, Path | None]:
     return store, checkpoint
 
 
+def _template_args(args, processor):
+    """TRL's chat_template_kwargs, cut to what the model's chat template reads."""
+    from agent.messages import template_variables
+
+    args.chat_template_kwargs = template_variables(processor, args.chat_template_kwargs or {})
+    return args
+
+
 def build_trainer(config: TrainConfig, store: RunStore, environments=None, scorer=None, model_and_processor=None):
     """``model_and_processor``: already loaded, e.g. random-weight shapes for the GPU check."""
     use_run_trackio_dir(config, store)  # before the imports below: TRL's trainer imports trackio
@@ -192,7 +200,7 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
                              "(about 2.6x slower per 35B step)")
     trainer = MultiTurnGRPOTrainer(
         model=model,
-        args=grpo_args(config, store),
+        args=_template_args(grpo_args(config, store), processor),
         train_dataset=episode_dataset(config),
         processing_class=processor,
         peft_config=peft_config(config, model),
