@@ -22,8 +22,8 @@ from env.errors import UsageError
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
-from multiturn_trainer.sft import warm_start_tiny
-from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
+from multiturn_trainer.sft import base_model, warm_start_tiny
+from multiturn_trainer.tiny_model import load_pretrained
 
 
 def has_gpu() -> bool:
@@ -36,14 +36,11 @@ def ensure_model(config: TrainConfig) -> str:
     if config.tiny_model and not (path / "config.json").is_file():
         print(first_run_announcement(config), flush=True)
         if config.tiny_warm_start_steps <= 0:
-            from multiturn_trainer.pretrained import PRETRAINED_KINDS, pretrained_base
-
-            if config.tiny_model in PRETRAINED_KINDS:
+            base = base_model(config.tiny_model, path, seed=config.seed)
+            if base != path:  # a pretrained kind's cached build: a copy of it is the model at ``path``
                 import shutil
 
-                shutil.copytree(pretrained_base(config.tiny_model, config.seed), path)
-            else:
-                build_tiny_model(path, kind=config.tiny_model, seed=config.seed)
+                shutil.copytree(base, path)
         else:
             warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
                             revisions=config.tiny_warm_start_revisions, backend=config.render_backend,

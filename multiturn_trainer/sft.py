@@ -297,6 +297,16 @@ def warm_start_examples(source: str, n_first: int, n_revisions: int, seed: int,
     return examples
 
 
+def base_model(kind: str, folder: Path, seed: int = 0) -> Path:
+    """The untrained base of ``kind``: a tiny random model built at ``folder``, or a pretrained
+    kind's cached build (``pretrained.PRETRAINED_KINDS``; ``folder`` is then left alone)."""
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS, pretrained_base
+
+    if kind in PRETRAINED_KINDS:
+        return pretrained_base(kind, seed)
+    return build_tiny_model(folder, kind=kind, seed=seed)
+
+
 def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float | None = None,
                     batch_size: int = 4, revisions: int = 64, backend: str | None = None,
                     subjects: list[str] | None = None, revision_format: str = "full") -> SftResult:
@@ -311,7 +321,7 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     import shutil
     import tempfile
 
-    from multiturn_trainer.pretrained import PRETRAINED_KINDS, PRETRAINED_WARM_START_LEARNING_RATE, pretrained_base
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS, PRETRAINED_WARM_START_LEARNING_RATE
 
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -319,7 +329,7 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     if learning_rate is None:
         learning_rate = PRETRAINED_WARM_START_LEARNING_RATE if pretrained else 4e-3
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
-        base = pretrained_base(kind, seed) if pretrained else build_tiny_model(Path(scratch) / "base", kind=kind, seed=seed)
+        base = base_model(kind, Path(scratch) / "base", seed)
         procedural = [s for s in subjects or SUBJECTS if s in SUBJECTS] or None
         examples = warm_start_examples("compact", max(64, steps * batch_size // 4 - revisions), revisions, seed,
                                        backend, procedural, revision_format)

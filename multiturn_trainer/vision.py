@@ -53,6 +53,9 @@ class PaintingFacts:
     def caption(self) -> str:
         return f"Paint covers {round(self.coverage * 100)}% of the canvas, mostly {self.colour}, centred {self.where}."
 
+    def brief(self) -> str:
+        return f"{round(self.coverage * 100)}% {self.colour}, {self.where}"
+
 
 def _colour_name(pixel: tuple[int, ...], paper: tuple[int, ...]) -> str:
     """The colour a pixel's pigment adds to the paper: the hue of its difference from the paper
@@ -118,27 +121,25 @@ def render_paintings(n: int, seed: int, backend: str | None = None, quiet: bool 
     return paintings
 
 
-def caption_example(processor, png: bytes, answer: str | None):
-    """Token ids (and labels when ``answer`` is given) of one painting-description turn."""
+def question_inputs(processor, png: bytes):
+    """The processor's inputs for one painting shown with the question (a description turn's prompt)."""
     from agent.messages import painting_image
 
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]}]
     prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    image = painting_image(png)
-    if answer is None:
-        return processor(text=[prompt], images=[image], return_tensors="pt")
-    tokenizer = processor.tokenizer
-    encoded = processor(text=[prompt], images=[image], return_tensors="pt")
-    target = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    return encoded, target
+    return processor(text=[prompt], images=[painting_image(png)], return_tensors="pt")
 
 
 def _batch(processor, items: list[tuple[bytes, str]]):
+    """Right-padded inputs for described paintings; labels on the answers and their end-of-turn only."""
     import torch
 
-    encoded = [caption_example(processor, png, answer) for png, answer in items]
+    tokenizer = processor.tokenizer
+    encoded = [(question_inputs(processor, png),
+                tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+               for png, answer in items]
     width = max(e["input_ids"].size(1) + len(t) for e, t in encoded)
-    pad = processor.tokenizer.pad_token_id or processor.tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     ids, labels, mask = [], [], []
     for e, target in encoded:
         prompt = e["input_ids"][0].tolist()
@@ -156,11 +157,11 @@ def vision_parameters(model) -> list:
     return list(inner.vision_tower.parameters()) + list(inner.multi_modal_projector.parameters())
 
 
-def train_vision(model, processor, paintings: list[bytes], steps: int, batch_size: int = 8,
+def train_vision(model, processor, items: list[tuple[bytes, PaintingFacts]], steps: int, batch_size: int = 8,
                  learning_rate: float = 1e-3, seed: int = 0, quiet: bool = False, lm_rank: int = 8,
                  lm_learning_rate: float = 3e-4, readout_weight: float = 1.0):
-    """Fit the vision tower and projector so the language model describes each painting; returns
-    (the model, the losses).
+    """Fit the vision tower and projector so the language model describes each painting (``items``:
+    the paintings with their facts); returns (the model, the losses).
 
     Two things keep the vision side from settling on the answer that is right on average (it did:
     with the language model frozen and the caption loss alone, 120 steps ended saying "20%, blue,
@@ -190,8 +191,6 @@ def train_vision(model, processor, paintings: list[bytes], steps: int, batch_siz
         groups.append({"params": [p for n, p in model.named_parameters() if "lora_" in n], "lr": lm_learning_rate})
     image_tokens = []
     hook = projector.register_forward_hook(lambda module, inputs, output: image_tokens.append(output))
-    facts = [painting_facts(png) for png in paintings]
-    items = list(zip(paintings, facts))
     optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.05, 1 - s / steps))
     rng = random.Random(seed)
@@ -226,23 +225,23 @@ def train_vision(model, processor, paintings: list[bytes], steps: int, batch_siz
     return model, losses
 
 
-def probe(model, processor, paintings: list[bytes], train_facts: list[PaintingFacts]) -> dict[str, Any]:
-    """Describe held-out paintings greedily; score the words against the pixels, beside the best
-    a model that does not look could do (the training set's mean coverage, commonest answers)."""
+def probe(model, processor, held_out: list[tuple[bytes, PaintingFacts]], train_facts: list[PaintingFacts]) -> dict[str, Any]:
+    """Describe held-out paintings greedily; score the words against the pixels' facts, beside the
+    best a model that does not look could do (the training set's mean coverage, commonest answers)."""
     import torch
 
-    truths = [painting_facts(png) for png in paintings]
+    truths = [facts for _, facts in held_out]
     answers = []
     with torch.no_grad():
-        for png in paintings:
-            encoded = caption_example(processor, png, None)
+        for png, _ in held_out:
+            encoded = question_inputs(processor, png)
             out = model.generate(**encoded, max_new_tokens=40, do_sample=False)
             answers.append(processor.tokenizer.decode(out[0, encoded["input_ids"].size(1):], skip_special_tokens=True))
     read = [read_caption(a) for a in answers]
     mean_coverage = sum(f.coverage for f in train_facts) / len(train_facts)
     common_colour = Counter(f.colour for f in train_facts).most_common(1)[0][0]
     common_where = Counter(f.where for f in train_facts).most_common(1)[0][0]
-    n = len(paintings)
+    n = len(held_out)
 
     def share(hits) -> float:
         return sum(hits) / n
@@ -260,17 +259,16 @@ def probe(model, processor, paintings: list[bytes], train_facts: list[PaintingFa
     }
 
 
-def probe_sheet(paintings: list[bytes], report: dict[str, Any]) -> bytes:
+def probe_sheet(held_out: list[tuple[bytes, PaintingFacts]], report: dict[str, Any]) -> bytes:
     """A contact sheet: each held-out painting with what the VLM said and what its pixels say."""
     from env.contact_sheet import SheetItem, contact_sheet
 
-    def short(text: str) -> str:
+    def said(text: str) -> str:
         facts = read_caption(text)
-        return text[:40] if facts is None else f"{round(facts.coverage * 100)}% {facts.colour}, {facts.where}"
+        return text[:40] if facts is None else facts.brief()
 
-    items = [SheetItem(caption="said: " + short(example["said"]), png=png,
-                       subcaption="pixels: " + short(example["truth"]))
-             for png, example in zip(paintings, report["examples"])]
+    items = [SheetItem(caption="said: " + said(example["said"]), png=png, subcaption="pixels: " + facts.brief())
+             for (png, facts), example in zip(held_out, report["examples"])]
     return contact_sheet(items, title="vision probe: what the VLM said, what the pixels say")
 
 
@@ -295,12 +293,14 @@ def warm_start_vision(folder: str | Path, steps: int, paintings: int, held_out: 
 
     folder = Path(folder)
     model, processor = family_at(folder).load(folder, dtype=torch.float32)
-    rendered = render_paintings(paintings + held_out, seed, backend, quiet)
-    train_set, test_set = rendered[:-held_out or None], rendered[len(rendered) - held_out:] if held_out else []
+    # Each painting's facts read from its pixels once: the training targets, the probe's truths.
+    rendered = [(png, painting_facts(png)) for png in render_paintings(paintings + held_out, seed, backend, quiet)]
+    split = max(0, len(rendered) - held_out)
+    train_set, test_set = rendered[:split], rendered[split:]
     if not train_set:
         raise RuntimeError("the renderer returned no paintings to train the vision side on")
     model, losses = train_vision(model, processor, train_set, steps, seed=seed, quiet=quiet, lm_rank=lm_rank)
-    report = probe(model, processor, test_set, [painting_facts(p) for p in train_set]) if test_set else {}
+    report = probe(model, processor, test_set, [facts for _, facts in train_set]) if test_set else {}
     model.to(torch.bfloat16).save_pretrained(folder)
     result = VisionWarmStart(steps, lm_rank, len(train_set), len(test_set), losses[0], sum(losses[-5:]) / len(losses[-5:]), report)
     (folder / "vision.json").write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
