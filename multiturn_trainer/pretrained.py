@@ -216,6 +216,22 @@ def assemble_vlm(lm_dir: str | Path, out_dir: str | Path, vision: VisionSizes = 
     return out_dir
 
 
+def _saved_parameters(folder: Path) -> int:
+    """Parameters in a saved checkpoint, from its safetensors headers (tied weights are saved once)."""
+    from safetensors import safe_open
+
+    total = 0
+    for shard in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(shard), framework="pt") as tensors:
+            for name in tensors.keys():
+                shape = tensors.get_slice(name).get_shape()
+                count = 1
+                for size in shape:
+                    count *= size
+                total += count
+    return total
+
+
 def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Path = DEFAULT_OUT,
                          vision_steps: int = 300, paintings: int = 160, held_out: int = 24, seed: int = 0,
                          force: bool = False, quiet: bool = False, lm_rank: int = 8) -> PretrainedModel:
@@ -235,10 +251,14 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
         staged = assemble_vlm(language.out_dir, Path(scratch) / "model", vision, seed)
         warm = warm_start_vision(staged, vision_steps, paintings, held_out, seed=seed, quiet=quiet, lm_rank=lm_rank)
+        config = json.loads((staged / "config.json").read_text(encoding="utf-8"))
         description = {
             **language.description,
             "model": f"{language.description['model']} + SigLIP vision ({vision.image_tokens} image tokens a painting)",
             "model_class": "LlavaForConditionalGeneration",
+            # The VLM's own counts, not the language model's: a vision side and one more token.
+            "parameters": _saved_parameters(staged),
+            "tokens": config["text_config"]["vocab_size"],
             "language_model": str(language.out_dir),
             "vision": {**asdict(vision), "warm_start_steps": warm.steps, "lm_rank": warm.lm_rank, "paintings": warm.paintings,
                        "loss": [round(warm.first_loss, 3), round(warm.last_loss, 3)]},

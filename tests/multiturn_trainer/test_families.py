@@ -227,6 +227,9 @@ def test_a_vlm_assembled_around_a_causal_lm_keeps_its_weights_and_counts_its_ima
     old = language_model.get_input_embeddings().weight
     new = model.get_input_embeddings().weight
     assert new.shape[0] == old.shape[0] + 1 and torch.allclose(new[:-1], old.to(new.dtype), atol=1e-2)
+    from multiturn_trainer.pretrained import _saved_parameters
+
+    assert _saved_parameters(folder) == sum(p.numel() for p in model.parameters())  # what the build reports
     image = Image.new("RGB", (300, 200), "white")
     content = [{"type": "text", "text": "Your painting from turn 1:"}, {"type": "image", "image": image},
                {"type": "text", "text": "Turn 1 of 2: your sketch passed the gate."}]
