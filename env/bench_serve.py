@@ -93,7 +93,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(max_sessions: int, backend: str | None = None, pool_size: int | None = None,
+def start_server(max_sessions: int, backend: str | None = None, renderers: int | None = None,
                  token: str | None = None) -> tuple[subprocess.Popen, str]:
     """A `watercolour serve` subprocess on a free loopback port, once /health answers."""
     import httpx
@@ -103,8 +103,8 @@ def start_server(max_sessions: int, backend: str | None = None, pool_size: int |
                "--max-sessions", str(max_sessions)]
     if backend:
         command += ["--backend", backend]
-    if pool_size:
-        command += ["--pool-size", str(pool_size)]
+    if renderers:
+        command += ["--renderers", str(renderers)]
     env = {**os.environ, **({"WATERCOLOUR_TOKEN": token} if token else {})}
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

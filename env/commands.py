@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -37,7 +38,7 @@ async def render_files(
     seed: int,
     backend: str,
     deadline_s: float,
-    pool_size: int | None = None,
+    renderers: int | None = None,
     pixel_density: float = 1.0,
     progress: bool = True,
     previous: str | None = None,
@@ -45,7 +46,7 @@ async def render_files(
     """Gate and render every file concurrently across the browser pool, in input order.
     ``previous``: the current sketch each file (a reply) is applied to, as on a revision turn."""
     contract = SketchContract()
-    async with RendererPool(size=pool_size, backend=backend, contract=contract, deadline_s=deadline_s,
+    async with RendererPool(renderers=renderers, backend=backend, contract=contract, deadline_s=deadline_s,
                             pixel_density=pixel_density) as pool:
         tasks = [asyncio.ensure_future(evaluate_reply(_read_reply(f), pool, seed, contract, current=previous))
                  for f in files]
@@ -98,7 +99,7 @@ def cmd_render(args) -> int:
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
-    outcomes = asyncio.run(render_files(files, args.seed, args.backend, args.deadline, args.pool_size,
+    outcomes = asyncio.run(render_files(files, args.seed, args.backend, args.deadline, args.renderers,
                                         progress=not args.json, previous=previous))
     records, sheet_items = [], []
     for index, (path, outcome) in enumerate(zip(files, outcomes)):
@@ -139,7 +140,7 @@ def cmd_serve(args) -> int:
     from env.server import serve
 
     serve(host=args.host, port=args.port, max_sessions=args.max_sessions, backend=args.backend,
-          deadline=args.deadline, pool_size=args.pool_size, token=args.token)
+          deadline=args.deadline, renderers=args.renderers, token=args.token)
     return 0
 
 
@@ -153,7 +154,7 @@ def cmd_bench_serve(args) -> int:
     url = args.url
     try:
         if url is None:
-            process, url = start_server(max(args.max_sessions or args.sessions, 1), args.backend, args.pool_size,
+            process, url = start_server(max(args.max_sessions or args.sessions, 1), args.backend, args.renderers,
                                         args.token)
         summary = run_load(url, args.sessions, args.turns, args.processes, reply, args.token)
     finally:
@@ -169,6 +170,12 @@ def cmd_bench_serve(args) -> int:
     return 0 if summary["lost"] == 0 and summary["refused"] == 0 else 1
 
 
+def _add_renderers(parser, help: str) -> None:
+    parser.add_argument("--renderers", type=int, default=None, metavar="N", help=help)
+    # The old name, kept so earlier command lines still run.
+    parser.add_argument("--pool-size", dest="renderers", type=int, default=None, help=argparse.SUPPRESS)
+
+
 def add_parsers(sub):
     """`render`, `serve` and `bench` (parsers only: nothing here starts a browser). Returns the
     `bench` subcommands, so the folders above add their own benchmarks (`bench learn`)."""
@@ -180,7 +187,7 @@ def add_parsers(sub):
     render.add_argument("--json", action="store_true", help="one JSON object per file, one per line")
     render.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     render.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS", help="per-render deadline")
-    render.add_argument("--pool-size", type=int, default=None, help="browser processes (default: one per core)")
+    _add_renderers(render, "browser processes (default: one per core)")
     render.add_argument("--revise", default=None, metavar="PREVIOUS.js",
                         help="apply each FILE (a revision reply: SEARCH/REPLACE edit blocks or a full sketch) to this "
                              "sketch, then gate and render the result; --json adds the resulting sketch as \"code\"")
@@ -192,7 +199,7 @@ def add_parsers(sub):
     serve.add_argument("--max-sessions", type=int, default=64)
     serve.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     serve.add_argument("--deadline", type=float, default=90.0, metavar="SECONDS")
-    serve.add_argument("--pool-size", type=int, default=None)
+    _add_renderers(serve, "browser processes (default: one per core)")
     serve.add_argument("--token", default=None,
                        help="bearer token every request must carry (default: $WATERCOLOUR_TOKEN); "
                             "required to bind anything but 127.0.0.1")
@@ -216,7 +223,7 @@ def add_parsers(sub):
     serve.add_argument("--processes", type=int, default=4, help="client processes")
     serve.add_argument("--max-sessions", type=int, default=None, help="for the started server (default: --sessions)")
     serve.add_argument("--backend", default=None, help="for the started server")
-    serve.add_argument("--pool-size", type=int, default=None, help="browsers of the started server")
+    _add_renderers(serve, "browsers of the started server")
     serve.add_argument("--sketch", default=str(DEFAULT_SKETCH), help="the reply every step sends")
     serve.add_argument("--token", default=None, help="bearer token (also given to the started server)")
     serve.add_argument("--json", action="store_true")
@@ -249,7 +256,7 @@ async def _bench_backend(backend: str, codes: list[str], seed: int, deadline_s: 
     """Sequential renders on one browser: best latency of `repeats`, the PNG, and whether
     every repeat gave the same bytes (determinism, checked on the fly)."""
     results = []
-    async with RendererPool(size=1, backend=backend, deadline_s=deadline_s) as pool:
+    async with RendererPool(renderers=1, backend=backend, deadline_s=deadline_s) as pool:
         await pool.render(WARM_UP_SKETCH, seed)  # browser start-up is not part of any sketch's time
         for code in codes:
             best, pngs = float("inf"), []

@@ -432,7 +432,7 @@ class RendererPool:
 
     def __init__(
         self,
-        size: int | None = None,
+        renderers: int | None = None,
         backend: str = DEFAULT_BACKEND,
         contract: SketchContract | None = None,
         deadline_s: float = 90.0,
@@ -443,7 +443,7 @@ class RendererPool:
     ):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
-        self.size = size or default_pool_size()
+        self.renderers = renderers or default_renderers()
         self.backend = backend
         self.contract = contract or SketchContract()
         self.deadline_s = deadline_s
@@ -486,7 +486,7 @@ class RendererPool:
         self._driver_lock = asyncio.Lock()
         await self._start_driver()
         self._idle = asyncio.Queue()
-        self._browsers = [_Browser(self, i) for i in range(self.size)]
+        self._browsers = [_Browser(self, i) for i in range(self.renderers)]
         for browser in self._browsers:
             self._idle.put_nowait(browser)
 
@@ -1051,7 +1051,7 @@ def _infrastructure_result(started: float, message: str) -> RenderResult:
     )
 
 
-def default_pool_size() -> int:
+def default_renderers() -> int:
     # One browser per core: GL raster is CPU-bound, so more browsers than cores only contend.
     return max(1, os.cpu_count() or 1)
 

@@ -44,7 +44,7 @@ def create_app(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     backend: str = DEFAULT_BACKEND,
     deadline_s: float = DEFAULT_DEADLINE_S,
-    pool_size: Optional[int] = None,
+    renderers: Optional[int] = None,
     pixel_density: float = 1.0,
     contract: Optional[SketchContract] = None,
     token: Optional[str] = None,
@@ -53,7 +53,7 @@ def create_app(
     """Build the FastAPI app.
 
     With ``evaluator`` given, every session renders through it and the caller owns it
-    (``backend``, ``deadline_s``, ``pool_size``, ``pixel_density`` and ``contract`` are then
+    (``backend``, ``deadline_s``, ``renderers``, ``pixel_density`` and ``contract`` are then
     unused). Without one, the app creates a shared evaluator on the first step and closes
     it when the app shuts down. With ``token`` every request and WebSocket handshake must
     carry it (``env/security.py``); HTTP bodies are capped at ``max_body_bytes`` either way.
@@ -71,7 +71,7 @@ def create_app(
             raise ValueError(f"deadline_s must be positive, got {deadline_s!r}")
         owned = SharedEvaluator(
             contract=contract,
-            size=pool_size,
+            renderers=renderers,
             backend=backend,
             deadline_s=deadline_s,
             pixel_density=pixel_density,
@@ -106,7 +106,7 @@ def serve(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     backend: str = DEFAULT_BACKEND,
     deadline: float = DEFAULT_DEADLINE_S,
-    pool_size: Optional[int] = None,
+    renderers: Optional[int] = None,
     pixel_density: float = 1.0,
     log_level: str = "info",
     token: Optional[str] = None,
@@ -120,7 +120,7 @@ def serve(
         max_sessions=max_sessions,
         backend=backend,
         deadline_s=deadline,
-        pool_size=pool_size,
+        renderers=renderers,
         pixel_density=pixel_density,
         token=token,
     )
@@ -129,12 +129,13 @@ def serve(
 
 def app_from_environment():
     """The app that ``env.server:app`` names, configured by ``WATERCOLOUR_*`` variables."""
-    pool_size = os.environ.get("WATERCOLOUR_POOL_SIZE")
+    # WATERCOLOUR_POOL_SIZE: the variable's old name, still read.
+    renderers = os.environ.get("WATERCOLOUR_RENDERERS") or os.environ.get("WATERCOLOUR_POOL_SIZE")
     return create_app(
         max_sessions=int(os.environ.get("WATERCOLOUR_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
         backend=os.environ.get("WATERCOLOUR_BACKEND", DEFAULT_BACKEND),
         deadline_s=float(os.environ.get("WATERCOLOUR_DEADLINE", DEFAULT_DEADLINE_S)),
-        pool_size=int(pool_size) if pool_size else None,
+        renderers=int(renderers) if renderers else None,
         pixel_density=float(os.environ.get("WATERCOLOUR_PIXEL_DENSITY", 1.0)),
         token=resolve_token(None),
     )

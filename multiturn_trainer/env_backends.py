@@ -212,5 +212,5 @@ def make_environments(config) -> EpisodeEnvironments:
     if config.render_backend:
         kwargs["backend"] = config.render_backend
     if config.renderers:
-        kwargs["size"] = config.renderers
+        kwargs["renderers"] = config.renderers
     return InProcessEnvironments(deadline_s=config.render_deadline_s, **kwargs)

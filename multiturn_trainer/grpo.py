@@ -57,7 +57,8 @@ def check_trl_pin() -> None:
 
 
 def episode_reward(prompts, completions, episode_reward, **kwargs) -> list[float | None]:
-    """The reward the rollout computed (None = unscorable: TRL leaves it out of the group)."""
+    """TRL's reward function (its name names the metric): hands on the reward the rollout took from
+    ``TrainConfig.episode_reward`` (None = unscorable: TRL leaves it out of the group)."""
     return [None if r is None else float(r) for r in episode_reward]
 
 

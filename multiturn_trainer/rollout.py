@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from agent.messages import append_turn, observation_content
 from env.turn import TurnObservation, infrastructure_outcome, turn_observation
+from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, generation_fields, reply_ids
 from multiturn_trainer.store import EpisodeRecord, TurnRecord
@@ -66,7 +67,8 @@ class EpisodeRunner:
     the episode's. ``scorer`` None renders without scoring (rewards None)."""
 
     def __init__(self, config, environments: EpisodeEnvironments, scorer=None, turns: int | None = None):
-        self.config = config if config is not None else _LastTurn(turns or 1)
+        # Without a config the defaults' rule holds: the last turn's painting is the episode's.
+        self.config = config if config is not None else TrainConfig(turns=turns or 1, revision_format="full")
         self.environments = environments
         self.scorer = scorer
 
@@ -148,21 +150,6 @@ class EpisodeRunner:
         results = self.scorer.score_many_sync(paintings) if paintings and self.scorer is not None else []
         for (episode, turn), result in zip(keys, results):
             episode.turn_scores[turn] = result
-
-
-@dataclass
-class _LastTurn:
-    """The reward rule without a TrainConfig: the last turn's painting is the episode's."""
-
-    turns: int
-    revision_format: str = "full"
-    show_painting: bool = True
-
-    def scored_turns(self) -> list[int]:
-        return [self.turns]
-
-    def episode_reward(self, turn_rewards: dict[int, float | None]) -> tuple[float | None, int | None]:
-        return turn_rewards.get(self.turns), self.turns
 
 
 class _TokenEpisodes:

@@ -714,7 +714,7 @@ def measure_render(config, generations: int) -> dict:
     from env.core import SketchEvaluator
 
     sketch = (ROOT / "examples" / "sketches" / "poppies.js").read_text()
-    kwargs = {"size": config.renderers} if config.renderers else {}
+    kwargs = {"renderers": config.renderers} if config.renderers else {}
     if config.render_backend:
         kwargs["backend"] = config.render_backend
     with SketchEvaluator(**kwargs) as evaluator:

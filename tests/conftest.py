@@ -31,13 +31,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def renderer():
-    with SyncRenderer(size=2, deadline_s=60) as sync_renderer:
+    with SyncRenderer(renderers=2, deadline_s=60) as sync_renderer:
         yield sync_renderer
 
 
 @pytest.fixture(scope="session")
 def evaluator():
-    with SketchEvaluator(size=2, deadline_s=60) as shared:
+    with SketchEvaluator(renderers=2, deadline_s=60) as shared:
         yield shared
 
 

@@ -133,6 +133,16 @@ def test_every_help_answers_fast_and_matches_the_readme():
     assert "Per-turn completion budget in tokens. (default: 640)" in helps["demo"]  # demo.yaml's value
 
 
+def test_renderers_option_keeps_the_old_pool_size_name():
+    from watercolour.cli import build_parser
+
+    parser = build_parser()
+    for command in (["render", "a.js"], ["serve"], ["bench", "serve"]):
+        assert parser.parse_args([*command, "--renderers", "3"]).renderers == 3
+        assert parser.parse_args([*command, "--pool-size", "2"]).renderers == 2  # the old name
+        assert parser.parse_args(command).renderers is None
+
+
 def test_train_rejects_unknown_keys_in_one_line(tmp_path):
     proc = run_cli("train", "--stepz", "3", timeout=60)
     assert proc.returncode != 0 and "watercolour train: unknown option --stepz" in proc.stderr

@@ -257,7 +257,7 @@ def test_sft_examples_pair_the_first_turn_prompt_with_a_fenced_sketch():
 def test_procedural_sketches_render_and_pass_the_gate():
     # The two cheapest compositions (about 9 s each on two shared cores).
     replies = [f"```js\n{generate_sketch(subject, 5)}```" for subject in ("tulips in a glass vase", "a teapot and a cup")]
-    with SketchEvaluator(size=1, deadline_s=90) as evaluator:
+    with SketchEvaluator(renderers=1, deadline_s=90) as evaluator:
         outcomes = evaluator.evaluate_many(replies, seeds=[0, 0])
     for outcome in outcomes:
         assert outcome.passed, (outcome.violations, outcome.errors, outcome.details)

@@ -369,6 +369,18 @@ def test_chunked_bodies_over_the_limit_are_refused(evaluator):
             assert response.status_code == 413
 
 
+def test_server_reads_renderers_from_the_environment_and_its_old_name(monkeypatch):
+    from env.server import app_from_environment
+
+    monkeypatch.delenv("WATERCOLOUR_TOKEN", raising=False)
+    monkeypatch.delenv("WATERCOLOUR_RENDERERS", raising=False)
+    monkeypatch.setenv("WATERCOLOUR_POOL_SIZE", "2")
+    shared = app_from_environment().app.state.watercolour_evaluator  # lazy: no browser starts
+    assert shared._evaluator_kwargs["renderers"] == 2
+    monkeypatch.setenv("WATERCOLOUR_RENDERERS", "3")
+    assert app_from_environment().app.state.watercolour_evaluator._evaluator_kwargs["renderers"] == 3
+
+
 def test_services_refuse_other_addresses_without_a_token(monkeypatch):
     from env.server import serve
     from rewards.hps_server import serve_hps
@@ -405,7 +417,7 @@ def test_bench_serve_command_starts_its_own_server(tmp_path):
     sketch.write_text(SMALL_REPLY)
     completed = subprocess.run(
         [sys.executable, "-m", "watercolour.cli", "bench", "serve", "--sessions", "4", "--turns", "1",
-         "--processes", "2", "--pool-size", "1", "--sketch", str(sketch), "--json"],
+         "--processes", "2", "--renderers", "1", "--sketch", str(sketch), "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]

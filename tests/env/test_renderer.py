@@ -171,7 +171,7 @@ def test_no_request_leaves_the_page(renderer, loopback_listener):
 
 
 def test_infrastructure_failure_is_not_a_sketch_failure(tmp_path):
-    with SyncRenderer(size=1, executable=str(tmp_path / "no-such-chromium")) as broken:
+    with SyncRenderer(renderers=1, executable=str(tmp_path / "no-such-chromium")) as broken:
         result = broken.render(SMALL_SKETCH, seed=1)
     assert result.infrastructure_error is not None
     assert result.infrastructure_failed
@@ -179,7 +179,7 @@ def test_infrastructure_failure_is_not_a_sketch_failure(tmp_path):
 
 
 def test_preview_density_halves_the_png(tmp_path):
-    with SyncRenderer(size=1, pixel_density=0.5) as preview:
+    with SyncRenderer(renderers=1, pixel_density=0.5) as preview:
         result = preview.render(SMALL_SKETCH, seed=1)
     assert result.passed, result.violations
     assert load_rgb(result.png).shape == (100, 100, 3)
@@ -215,7 +215,7 @@ def test_library_versions_are_pinned_and_installed():
 
 
 def test_closed_renderer_refuses_work_and_closes_once():
-    sync_renderer = SyncRenderer(size=1)
+    sync_renderer = SyncRenderer(renderers=1)
     sync_renderer.close()
     sync_renderer.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
@@ -227,7 +227,7 @@ def test_failed_start_does_not_leak_the_loop_thread():
 
     before = threading.active_count()
     with pytest.raises(ValueError, match="unknown backend"):
-        SyncRenderer(size=1, backend="no-such-backend")
+        SyncRenderer(renderers=1, backend="no-such-backend")
     assert threading.active_count() == before
 
 
@@ -240,7 +240,7 @@ def test_default_backend_accumulates_fill_masks_in_float16():
     assert DEFAULT_BACKEND == "llvmpipe-f16"
     painted = {}
     for backend in ("llvmpipe-f16", "llvmpipe-sw2d"):
-        with SyncRenderer(size=1, backend=backend, deadline_s=60) as sync_renderer:
+        with SyncRenderer(renderers=1, backend=backend, deadline_s=60) as sync_renderer:
             first = sync_renderer.render(SMALL_SKETCH, seed=5)
             again = sync_renderer.render(SMALL_SKETCH, seed=5)
         assert first.passed and first.png == again.png, backend
@@ -256,7 +256,7 @@ def test_browser_killed_mid_render_is_replaced_and_the_render_is_done_again():
     # browser's death is not the sketch's doing (it renders fine alone), so the pool starts
     # a new browser and renders it again instead of dropping the rollout.
     spinning = small_sketch_with("let total = 0; for (let i = 0; i < 1e9; i++) { total += i % 7; }")
-    with SyncRenderer(size=1, deadline_s=60) as sync_renderer:
+    with SyncRenderer(renderers=1, deadline_s=60) as sync_renderer:
         assert sync_renderer.render(SMALL_SKETCH, seed=1).passed  # the browser is up and warm
         slot = sync_renderer.pool._browsers[0]
         browser = slot.browser

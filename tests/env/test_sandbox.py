@@ -193,7 +193,7 @@ PAGE_CAUSES = [
 def test_page_reports_map_to_classifications(cause, report, expected, infrastructure):
     from env.renderer import RendererPool
 
-    pool = RendererPool(size=1)  # not started: _result_from_page is pure decoding
+    pool = RendererPool(renderers=1)  # not started: _result_from_page is pure decoding
     result = pool._result_from_page({"endedAs": "drawn", "violations": [], "errors": [], **report}, time.perf_counter())
     assert expected in result.violations, (cause, result.violations, result.errors)
     assert result.infrastructure_failed is infrastructure
@@ -207,7 +207,7 @@ def test_png_size_reads_the_header_only():
 
 
 def test_our_own_failures_are_infrastructure_errors(tmp_path):
-    with SyncRenderer(size=1, executable=str(tmp_path / "no-such-chromium")) as broken:
+    with SyncRenderer(renderers=1, executable=str(tmp_path / "no-such-chromium")) as broken:
         result = broken.render(SMALL_SKETCH, seed=1)
     assert result.infrastructure_failed and result.violations == ["infrastructure_error"]
 
@@ -219,7 +219,7 @@ def test_the_contract_bounds_are_configurable():
     assert (contract.max_canvas_side, contract.max_typed_array_bytes) == (300, 4 * 1024 * 1024)
     with pytest.raises(ValueError):
         SketchContract.from_mapping({"max_canvas_side": 0})
-    with SyncRenderer(size=1, contract=contract, deadline_s=30) as small:
+    with SyncRenderer(renderers=1, contract=contract, deadline_s=30) as small:
         too_big = small.render(SMALL_SKETCH.replace("200, 200", "400, 400"), seed=1)
         buffer = small.render(small_sketch_with("\n  const kept = new Float32Array(2 ** 21);"), seed=1)
         fine = small.render(SMALL_SKETCH, seed=1)
@@ -427,7 +427,7 @@ def test_memory_held_through_any_route_is_over_budget_with_a_small_budget():
         "const s = new Uint8Array(2 ** 21).fill(1); const c = [s.slice(), s.toReversed(), s.with(0, 2), s.map((v) => v)];",
         "let n = 0; const t = Float32Array.from({ get length() { return n++ ? 1 : 2 ** 22; } });",
     ]
-    with SyncRenderer(size=1, contract=contract, deadline_s=30) as small:
+    with SyncRenderer(renderers=1, contract=contract, deadline_s=30) as small:
         for route in routes:
             result = small.render(small_sketch_with("\n  " + route), seed=1)
             assert "memory_limit" in result.violations, (route, result.violations, result.errors)
@@ -439,7 +439,7 @@ def test_memory_held_through_any_route_is_over_budget_with_a_small_budget():
 def test_page_text_is_well_formed_and_bounded_where_it_enters_python():
     from env.renderer import RendererPool
 
-    pool = RendererPool(size=1)
+    pool = RendererPool(renderers=1)
     report = {"endedAs": "drawn", "png": None,
               "violations": [{"code": "unknown_brush_method", "name": "brush.\ud800" + "k" * 10_000},
                              {"code": "not a code \udfff", "name": "x"}],
@@ -593,7 +593,7 @@ def test_a_dead_driver_is_replaced_and_every_render_of_the_batch_still_paints():
     import threading
 
     codes = [SMALL_SKETCH, small_sketch_with("\n  let t = 0; for (let i = 0; i < 2e8; i++) t += i % 3;")] * 2
-    with SyncRenderer(size=2, deadline_s=60) as pool:
+    with SyncRenderer(renderers=2, deadline_s=60) as pool:
         expected = [pool.render(code, seed=i) for i, code in enumerate(codes)]
         assert all(r.passed for r in expected)
         driver = pool.pool.driver_pid()
@@ -613,7 +613,7 @@ def test_a_dead_driver_is_replaced_and_every_render_of_the_batch_still_paints():
 def test_the_same_code_and_seed_paint_the_same_bytes_whatever_else_the_pool_renders():
     code = (HONEST_3 / "stack_boundary_random.js").read_text()
     others = [(ROOT_EXAMPLES / "lemons.js").read_text(), SMALL_SKETCH, small_sketch_with("\n  let q = 0; for (let i = 0; i < 1e8; i++) q += i;")]
-    with SyncRenderer(size=2, deadline_s=90) as pool:
+    with SyncRenderer(renderers=2, deadline_s=90) as pool:
         alone = [pool.render(code, seed=5) for _ in range(2)]
         assert alone[0].passed, (alone[0].violations, alone[0].errors)
         batch = []
@@ -669,7 +669,7 @@ def test_the_gpu_process_is_watched_against_its_own_ceiling():
     # painted at 2048x2048 goes over (~440 MB), and the render is the sketch's memory_limit.
     big = (ROOT_EXAMPLES / "lemons.js").read_text().replace("createCanvas(600, 600", "createCanvas(2048, 2048").replace(
         "scaleBrushes(3)", "scaleBrushes(10)")
-    with SyncRenderer(size=1, deadline_s=60, gpu_memory_limit_mb=320) as pool:
+    with SyncRenderer(renderers=1, deadline_s=60, gpu_memory_limit_mb=320) as pool:
         assert pool.render(SMALL_SKETCH, seed=1).passed
         over = pool.render(big, seed=1)
         assert over.violations == ["memory_limit"] and "GPU process" in over.errors[0], (over.violations, over.errors)

@@ -44,7 +44,7 @@ def main(model: str, run_dir: str, kind: str = "dense") -> None:
         syncs_into_engine(generation, syncs)
 
     grpo.reload_weights_on_cpu = recording_install
-    with SketchEvaluator(size=1, deadline_s=60) as evaluator:
+    with SketchEvaluator(renderers=1, deadline_s=60) as evaluator:
         # Both episodes paint in turn 1 (so each turn-2 prompt carries an image); only the first
         # paints in turn 2, so the group's rewards differ, step 1 updates the adapter and step 2
         # samples from the merged weights pushed after that update.
