@@ -318,7 +318,7 @@ def cmd_replay(args) -> int:
         raise SystemExit("watercolour replay: --continue-from TURN and --policy CHECKPOINT go together")
     store, config, episodes = load_run(args.run_dir)
     print(f"replay: {store.root}: {len(episodes)} episodes, "
-          f"{len({e['step'] for e in episodes})} steps, {config.get('turns', '?')} turns each")
+          f"{len({e['step'] for e in episodes})} steps, {config.turns} turns each")
     print("turn  episodes  reward  gate_pass  coverage  shapes  fill_calls")
     for row in turn_statistics(episodes):
         print(f"{row['turn']:>4}  {row['episodes']:>8}  {_number(row['reward']):>6}  "
@@ -335,9 +335,9 @@ def cmd_replay(args) -> int:
         from multiturn_trainer.rescore import agreement, build_rescorer, print_agreement, rescore, write_rescored
 
         scorer = build_rescorer(config, args.rescore, args.pool, args.hps_url, args.judge_url, args.judge_model)
-        records = rescore(store, episodes, scorer)
+        records = rescore(store, config, episodes, scorer)
         path = write_rescored(store, scorer.mix.name, records)
-        print_agreement(agreement(records), config.get("reward_preset") or "recorded", scorer.mix.name)
+        print_agreement(agreement(records), config.reward_preset, scorer.mix.name)
         print(f"rescore: new components written to {path}")
     if args.continue_from is not None:
         from multiturn_trainer.continuation import continue_run, print_continuation

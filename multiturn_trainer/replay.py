@@ -15,25 +15,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from env.errors import UsageError
+from multiturn_trainer.config import TrainConfig, load_config
 from multiturn_trainer.store import CONFIG, RunStore
 
 
-def load_run(run_dir: str | Path) -> tuple[RunStore, dict[str, Any], list[dict[str, Any]]]:
+def load_run(run_dir: str | Path) -> tuple[RunStore, TrainConfig, list[dict[str, Any]]]:
+    """The run's store, its config (TrainConfig's parser: keys a run predates take their
+    defaults) and its episodes."""
     root = Path(run_dir)
     if not (root / CONFIG).is_file():
         raise UsageError(f"{root} is not a run directory (no {CONFIG})")
-    config = yaml.safe_load((root / CONFIG).read_text()) or {}
-    store = RunStore(root, config.get("run_name") or root.name)
+    config = load_config(root / CONFIG)
+    store = RunStore(root, config.run_name or root.name)
     episodes = store.read_episodes()
     if not episodes:
         raise UsageError(f"{root} has no recorded episodes")
     return store, config, episodes
 
 
-def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any]], evaluator=None) -> dict[str, int]:
+def verify(store: RunStore, config: TrainConfig, episodes: list[dict[str, Any]], evaluator=None) -> dict[str, int]:
     """Re-apply every turn's reply to its episode's sketch (edit replies change the sketch the
     environment held) and re-render every rendered turn; counts of identical, different and
     missing PNGs, and of turns whose resulting sketch differs from the recorded ``code``."""
@@ -42,8 +43,8 @@ def verify(store: RunStore, config: dict[str, Any], episodes: list[dict[str, Any
 
     own = evaluator is None
     if own:
-        kwargs = {"backend": config["render_backend"]} if config.get("render_backend") else {}
-        evaluator = SketchEvaluator(deadline_s=config.get("render_deadline_s") or 90.0, **kwargs)
+        kwargs = {"backend": config.render_backend} if config.render_backend else {}
+        evaluator = SketchEvaluator(deadline_s=config.render_deadline_s, **kwargs)
     counts = {"identical": 0, "different": 0, "missing": 0, "code_different": 0}
     sketches = [EpisodeSketch() for _ in episodes]
     try:

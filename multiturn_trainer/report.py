@@ -26,12 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from env.errors import UsageError
 from multiturn_trainer import evaluation_stats as stats
+from multiturn_trainer.config import TrainConfig, load_config
 from multiturn_trainer.plots import band, pyplot, save
-from multiturn_trainer.store import RunStore, mean, tokens_by_turn, turn_gains
+from multiturn_trainer.store import CONFIG, RunStore, mean, tokens_by_turn, turn_gains
 from rewards.mixer import COMPONENTS
 
 BAND_RESAMPLES = 1000  # per plotted point; the interval's ends move by < 0.01 of a sd beyond this
@@ -112,15 +111,20 @@ def load_source(path: Path) -> dict[str, Any]:
     if not (path / "episodes.jsonl").is_file():
         raise UsageError(f"{path} is neither a run directory (episodes.jsonl) nor an eval "
                          "directory (eval.json)")
-    config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").is_file() else {}
+    config = load_config(path / CONFIG) if (path / CONFIG).is_file() else None
     store = RunStore(path, path.name)
-    name = config.get("run_name") or path.name  # bench learn's arms are all called run/: their run_name differs
-    credit = config.get("credit", "episode")
-    label = (f"(turns {config.get('turns', '?')}, {config.get('reward_preset', '?')}"
-             f"{'' if credit == 'episode' else ', credit ' + credit})")
-    return {"kind": "run", "path": path, "name": name, "label": label, "config": config,
+    name = (config and config.run_name) or path.name  # bench learn's arms are all called run/: their run_name differs
+    return {"kind": "run", "path": path, "name": name, "label": _run_label(config), "config": config,
             "episodes": store.read_episodes(),
             "metrics": store.read_metrics()}
+
+
+def _run_label(config: TrainConfig | None) -> str:
+    """(turns, reward preset[, credit when not the episode's]); '?' for a run without its config.yaml."""
+    if config is None:
+        return "(turns ?, ?)"
+    credit = "" if config.credit == "episode" else f", credit {config.credit}"
+    return f"(turns {config.turns}, {config.reward_preset}{credit})"
 
 
 def _band(values: list[float | None]) -> dict:

@@ -16,34 +16,35 @@ from pathlib import Path
 from typing import Any
 
 from env.files import write_atomically
-from multiturn_trainer.config import load_config
-from multiturn_trainer.store import CONFIG, RunStore, mean
+from multiturn_trainer.config import TrainConfig
+from multiturn_trainer.store import RunStore, mean
 from rewards.mixer import PaintingToScore
 from rewards.ranking import ranks, spearman
 
 RESCORED = "rescored"
 
 
-def build_rescorer(config: dict[str, Any], preset: str, pool: str | None = None, hps_url: str | None = None,
+def build_rescorer(config: TrainConfig, preset: str, pool: str | None = None, hps_url: str | None = None,
                    judge_url: str | None = None, judge_model: str | None = None):
     from rewards.mixer import build_scorer
     from rewards.pool import ReferencePool
 
-    return build_scorer(preset, ReferencePool.load(pool or config.get("pool") or "pools/starter"),
-                        judge_url=judge_url or config.get("judge_url"),
-                        judge_model=judge_model or config.get("judge_model"),
-                        hps_url=hps_url or config.get("hps_url"),
-                        judge_probability=bool(config.get("judge_probability")))
+    """``preset``'s scorer with the run's pool and services (``config``: its TrainConfig); a
+    given argument replaces the run's."""
+    return build_scorer(preset, ReferencePool.load(pool or config.pool),
+                        judge_url=judge_url or config.judge_url,
+                        judge_model=judge_model or config.judge_model,
+                        hps_url=hps_url or config.hps_url,
+                        judge_probability=config.judge_probability)
 
 
-def rescore(store: RunStore, episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
+def rescore(store: RunStore, run: TrainConfig, episodes: list[dict[str, Any]], scorer) -> list[dict[str, Any]]:
     """One record per episode with the new and the old reward of every scored turn.
 
-    The turns scored and the episode's reward follow the run's own rule (``TrainConfig``'s
-    ``scored_turns`` and ``episode_reward``, as in training)."""
+    The turns scored and the episode's reward follow the run's own rule (``run``, its
+    ``TrainConfig``: ``scored_turns`` and ``episode_reward``, as in training)."""
     from tqdm import tqdm
 
-    run = load_config(store.root / CONFIG)
     wanted = set(run.scored_turns())
 
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)

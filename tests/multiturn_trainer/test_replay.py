@@ -32,6 +32,21 @@ def painted(episodes) -> list[tuple[dict, dict]]:
     return [(e, t) for e in episodes for t in e["turns"] if t["png"]]
 
 
+def test_a_run_recorded_before_newer_keys_loads_with_trainconfigs_defaults(tmp_path):
+    from multiturn_trainer.config import TrainConfig
+
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "config.yaml").write_text("turns: 3\nreward_preset: gate-led\neval_steps: 0\n")  # an old run's keys
+    (run / "episodes.jsonl").write_text(json.dumps({"episode_id": "s1-g0-e0", "step": 1, "turns": []}) + "\n")
+    store, config, episodes = load_run(run)
+    assert (config.turns, config.reward_preset) == (3, "gate-led") and len(episodes) == 1
+    defaults = TrainConfig()
+    assert (config.render_deadline_s, config.pool, config.credit) == (
+        defaults.render_deadline_s, defaults.pool, defaults.credit)
+    assert store.run == "old-run"
+
+
 def test_rank_correlation_handles_ties_and_constant_inputs():
     assert ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
@@ -48,7 +63,7 @@ def test_rescore_with_a_judge_writes_new_components_next_to_the_old(recorded_run
     favourite_png = (store.root / favourite[1]["png"]).read_bytes() if favourite else b"none"
     with FakeOpenAIServer(rule=prefer_image(favourite_png)) as server:
         scorer = build_rescorer(config, "style-judge", judge_url=server.base_url, judge_model="judge-model")
-        records = rescore(store, episodes, scorer)
+        records = rescore(store, config, episodes, scorer)
         judged = len(server.chat_requests())
     path = write_rescored(store, scorer.mix.name, records)
     assert path == recorded_run / "rescored" / "style-judge.jsonl"
@@ -116,7 +131,7 @@ def test_continue_from_turn_two_keeps_the_recorded_first_turn(recorded_run, envi
     # The new policy saw byte-identical starting paintings.
     assert summary["prefix_identical"] == summary["prefix_paintings"] == sum(1 for e in episodes if e["turns"][0]["png"])
     _, new_config, continued = load_run(out)
-    assert new_config["turns"] == 2
+    assert new_config.turns == 2
     by_id = {e["episode_id"]: e for e in episodes}
     for record in continued:
         old = by_id[record["continued_from"]["episode_id"]]
