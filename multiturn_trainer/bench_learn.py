@@ -44,59 +44,6 @@ DEFAULT_CONFIG = "configs/learn.yaml"
 ARMS = ("multi", "single", "blind")
 
 
-class TokenBudget:
-    """A trainer callback that ends training once the run has generated ``budget`` tokens."""
-
-    def __init__(self, store, budget: int):
-        self.store = store
-        self.budget = budget
-
-    def generated(self) -> int:
-        return sum(int(e.get("completion_tokens") or 0) for e in self.store.read_episodes())
-
-    def callback(self):
-        from transformers import TrainerCallback
-
-        budget = self
-
-        class Stop(TrainerCallback):
-            def on_step_end(self, args, state, control, **kwargs):
-                if budget.generated() >= budget.budget:
-                    control.should_training_stop = True
-                return control
-
-        return Stop()
-
-
-def train_arm(config, token_budget: int | None):
-    """One arm's training run (`watercolour train`'s own path); returns the run's summary."""
-    # The trainer, the eval and the model (torch) are imported where they run, not with this
-    # module: `watercolour bench learn --help` must answer at once.
-    from multiturn_trainer.train import build_trainer, prepare_run, summarise_run
-
-    store, _ = prepare_run(config)
-    trainer = build_trainer(config, store)
-    if token_budget is not None:
-        trainer.add_callback(TokenBudget(store, token_budget).callback())
-    try:
-        trainer.train()
-        adapter = store.root / "adapter"
-        trainer.save_model(str(adapter))
-    finally:
-        trainer.painting_envs.close()
-    return summarise_run(store, adapter)
-
-
-def evaluate(config, checkpoint: Path, out: Path, label: str) -> dict[str, Any]:
-    from agent.subjects import resolve
-    from multiturn_trainer.evaluation import run_eval
-    from multiturn_trainer.resources import local_policy
-
-    eval_config = dataclasses.replace(config, report_to="none")
-    return run_eval(eval_config, local_policy(eval_config, checkpoint), resolve(config.eval_subjects),
-                    config.eval_episodes, out, label=label, progress=False)
-
-
 def eval_figures(report: dict[str, Any], warm_start: dict[str, Any] | None = None) -> dict[str, Any]:
     """The held-out figures an arm's block prints; with the warm start's report on the same slots,
     also the final-turn reward against it, slot by slot."""
@@ -171,8 +118,13 @@ def draw(path: Path, results: list[dict[str, Any]]) -> Path:
 
 
 def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: bool = True) -> dict[str, Any]:
-    from multiturn_trainer.evaluation import final_difference
+    """Each arm runs the demo's experiment (`train`, then `held_out_eval` of the warm start and
+    the trained adapter) with the arm's config."""
+    # The trainer, the eval and the model (torch) are imported where they run, not with this
+    # module: `watercolour bench learn --help` must answer at once.
+    from multiturn_trainer.evaluation import final_difference, held_out_eval
     from multiturn_trainer.resources import ensure_model
+    from multiturn_trainer.train import train
 
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
@@ -207,7 +159,7 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
                                                  run_name=f"learn-{arm}-{seed}")
                 token_budget = budget
             arm_started = time.perf_counter()
-            summary = train_arm(arm_config, token_budget)
+            summary = train(arm_config, token_budget=token_budget)
             episodes = RunStore(arm_dir / "run", arm_config.name).read_episodes()
             figures = run_figures(episodes)
             if arm == "multi":
@@ -219,10 +171,11 @@ def run_bench(config, seeds: list[int], arms: list[str], out: Path, do_eval: boo
                 seeing = eval_config.show_painting
                 if seeing not in warm:
                     name = "warm-start-eval" if seeing else "warm-start-eval-blind"
-                    warm[seeing] = evaluate(eval_config, Path(config.model), out / f"seed-{seed}" / name,
-                                            "warm start" if seeing else "warm start, blind")
+                    warm[seeing] = held_out_eval(eval_config, Path(config.model), out / f"seed-{seed}" / name,
+                                                 "warm start" if seeing else "warm start, blind", progress=False)
                 warm_figures = eval_figures(warm[seeing])
-                reports[arm] = evaluate(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}")
+                reports[arm] = held_out_eval(eval_config, summary.adapter, arm_dir / "eval", f"{arm} seed {seed}",
+                                             progress=False)
                 trained = eval_figures(reports[arm], warm[seeing])
             result = {"arm": arm, "seed": seed, "run_dir": str(arm_dir / "run"), "figures": figures,
                       "eval": {"trained": trained, "warm_start": warm_figures}, "curve": curves(episodes),

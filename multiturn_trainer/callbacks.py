@@ -6,10 +6,27 @@ from __future__ import annotations
 import math
 import time
 
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
 
 from multiturn_trainer.evaluation import evaluate_trainer_policy
 from multiturn_trainer.grpo import log_line
+
+
+class TokenBudget(TrainerCallback):
+    """Ends training once the run (``store``) has generated ``budget`` tokens (bench learn's
+    single-turn arm gets the multi-turn arm's generation budget)."""
+
+    def __init__(self, store, budget: int):
+        self.store = store
+        self.budget = budget
+
+    def generated(self) -> int:
+        return sum(int(e.get("completion_tokens") or 0) for e in self.store.read_episodes())
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.generated() >= self.budget:
+            control.should_training_stop = True
+        return control
 
 
 class RunCallback(ProgressCallback):

@@ -247,21 +247,17 @@ def demo_line(summary) -> str:
 def demo_eval(config, summary) -> dict[str, dict[str, Any]]:
     """The trained policy and its warm start on the held-out subjects, the same slots for both
     (`watercolour eval`'s two arms), each report in RUN_DIR/eval/<name>/."""
-    from agent.subjects import resolve
     from multiturn_trainer.env_backends import make_environments
-    from multiturn_trainer.evaluation import run_eval, table
-    from multiturn_trainer.resources import scorer_for, local_policy
+    from multiturn_trainer.evaluation import held_out_eval, table
+    from multiturn_trainer.resources import scorer_for
 
     eval_config = dataclasses.replace(config, report_to="none")
-    held_out = resolve(config.eval_subjects)
     environments, scorer = make_environments(eval_config), scorer_for(eval_config)
     reports = {}
     try:
         for name, checkpoint in (("warm_start", Path(config.model)), ("trained", summary.adapter)):
-            policy = local_policy(eval_config, checkpoint)
-            reports[name] = run_eval(eval_config, policy, held_out, config.eval_episodes,
-                                     summary.run_dir / "eval" / name, environments=environments, scorer=scorer,
-                                     label=name)
+            reports[name] = held_out_eval(config, checkpoint, summary.run_dir / "eval" / name, name,
+                                          environments=environments, scorer=scorer)
             print(table(reports[name]), flush=True)
     finally:
         environments.close()

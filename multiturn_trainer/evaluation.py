@@ -127,6 +127,16 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     return report
 
 
+def held_out_eval(config: TrainConfig, checkpoint: Path, out: Path, label: str, environments=None, scorer=None,
+                  progress: bool = True) -> dict[str, Any]:
+    """``checkpoint`` (a trained adapter or its warm start) on the config's held-out subjects: how
+    the demo and every `bench learn` arm compare the trained policy with where it started."""
+    eval_config = dataclasses.replace(config, report_to="none")
+    return run_eval(eval_config, local_policy(eval_config, checkpoint), resolve(config.eval_subjects),
+                    config.eval_episodes, out, environments=environments, scorer=scorer, label=label,
+                    progress=progress)
+
+
 def blind_skip_reason(config: TrainConfig, policy) -> str | None:
     """Why the blind arm would be the ``refine`` arm over again (None: it would not be)."""
     if config.turns < 2:

@@ -213,9 +213,16 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
     return trainer
 
 
-def train(config: TrainConfig, environments=None, scorer=None, model_and_processor=None) -> TrainSummary:
+def train(config: TrainConfig, environments=None, scorer=None, model_and_processor=None,
+          token_budget: int | None = None) -> TrainSummary:
+    """`watercolour train`, the demo and every `bench learn` arm. ``token_budget``: stop once the
+    run has generated this many tokens."""
     store, checkpoint = prepare_run(config)
     trainer = build_trainer(config, store, environments, scorer, model_and_processor)
+    if token_budget is not None:
+        from multiturn_trainer.callbacks import TokenBudget
+
+        trainer.add_callback(TokenBudget(store, token_budget))
     started = time.perf_counter()
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

@@ -134,3 +134,40 @@ def test_report_tells_runs_of_the_same_name_apart(tmp_path, capsys):
                       "other (turns 2, gate-led, credit reward_to_go)"]
     printed = capsys.readouterr().out
     assert all(label in printed for label in labels)
+
+
+def test_bench_learn_arms_run_the_demos_train_and_held_out_eval(tmp_path, monkeypatch):
+    """Each arm goes through `train` and `held_out_eval`, the demo's own path; the single-turn arm
+    gets the multi-turn arm's generated tokens as its budget."""
+    from types import SimpleNamespace
+
+    import multiturn_trainer.evaluation as evaluation
+    import multiturn_trainer.resources as resources
+    import multiturn_trainer.train as training
+    from multiturn_trainer.bench_learn import run_bench
+    from multiturn_trainer.config import TrainConfig
+
+    trained, evaluated = [], []
+
+    def fake_train(config, token_budget=None):
+        trained.append((config.turns, token_budget))
+        write_run(Path(config.output_dir), config.turns, rising=True)
+        return SimpleNamespace(adapter=Path(config.output_dir) / "adapter")
+
+    def fake_eval(config, checkpoint, out, label, progress=True):
+        evaluated.append((Path(checkpoint).name, label))
+        point = {"estimate": 0.1, "low": 0.0, "high": 0.2, "n": 2}
+        return {"subjects": ["a pear"], "episodes_per_subject": 2, "seed": config.seed,
+                "final_minus_first": point, "final_minus_best_of_k": point,
+                "refine": {"reward_by_turn": [point, point], "final_by_slot": [0.5, 0.6],
+                           "final_minus_best_at_equal_tokens": point, "tokens_by_turn": [point, point],
+                           "gate_pass_by_turn": [point, point]}}
+
+    monkeypatch.setattr(training, "train", fake_train)
+    monkeypatch.setattr(evaluation, "held_out_eval", fake_eval)
+    monkeypatch.setattr(resources, "ensure_model", lambda config: None)
+    config = TrainConfig(model=str(tmp_path / "warm"), turns=2, steps=6)
+    report = run_bench(config, [0], ["multi", "single"], tmp_path / "bench")
+    assert trained == [(2, None), (1, 72 * 600)]  # write_run: 72 episodes of 300 tokens per turn
+    assert evaluated == [("warm", "warm start"), ("adapter", "multi seed 0"), ("adapter", "single seed 0")]
+    assert [r["arm"] for r in report["results"]] == ["multi", "single"]
