@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from multiturn_trainer.evaluation_stats import mean
 from rewards.judge import HttpJudge, JudgeConfig, JudgeResult, OrderVerdict, VerdictCache, verdict_cache_key
 from rewards.ranking import spearman
 from rewards.pool import CANDIDATE, RATED_TIERS, TIERS, PoolEntry, Reference, ReferencePool
@@ -415,7 +416,7 @@ def judge_consistency(pool: ReferencePool, judge_config: JudgeConfig, samples: i
             "candidates": len(score_pairs),
             "unresolved": stability_unresolved,
             "short_second_draws": short_second_draws,
-            "mean_abs_difference": sum(differences) / len(differences) if differences else None,
+            "mean_abs_difference": mean(differences),
             "spearman": spearman([a for a, _ in score_pairs], [b for _, b in score_pairs])
             if len(score_pairs) >= 3 else None,
         },

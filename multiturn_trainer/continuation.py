@@ -19,9 +19,10 @@ from tqdm import tqdm
 from env.errors import UsageError
 from multiturn_trainer.config import load_config
 from multiturn_trainer.env_backends import make_environments
+from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.resources import episode_row, local_policy, scorer_for
 from multiturn_trainer.rollout import EpisodeRunner, run_into_store
-from multiturn_trainer.store import CONFIG, RunStore, mean
+from multiturn_trainer.store import CONFIG, RunStore
 
 
 def continue_run(run_dir: Path, episodes: list[dict[str, Any]], from_turn: int, checkpoint: Path, out: Path,

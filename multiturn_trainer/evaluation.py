@@ -218,7 +218,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
 
     rewards = samples("reward")
     best = [stats.best_of(row, turns) for row in rewards]
-    mean_of_k = [stats.mean_of(row) for row in rewards]
+    mean_of_k = [stats.mean(row) for row in rewards]
     sample_tokens = [[_tokens(r) for r in row] for row in independent]
     flat = lambda rows: [v for row in rows for v in row]  # noqa: E731
 
@@ -233,7 +233,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
         first, final = by_turn("reward", 1), by_turn("reward", turns)
         # Does a revision edit its draft or paint afresh? Per slot: turn k against turn k-1
         # (against sample j-1 of the same slot in the independent arm, below).
-        revised = [stats.mean_of([_lines_kept(_turn(r, t - 1), _turn(r, t)) for t in range(2, turns + 1)])
+        revised = [stats.mean([_lines_kept(_turn(r, t - 1), _turn(r, t)) for t in range(2, turns + 1)])
                    for r in refine]
         budgets = [equal_token_budget(_tokens(r), row) for r, row in zip(refine, sample_tokens)]
         at_budget = [None if m is None else stats.best_of(row, m) for m, row in zip(budgets, rewards)]
@@ -255,7 +255,7 @@ def summarise_arms(results: dict[str, dict[str, Any]], slots: int, turns: int) -
         return summary, first, final
 
     refine, first, final = refine_arm("refine")
-    resampled = [stats.mean_of([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
+    resampled = [stats.mean([_lines_kept(_turn(row[j - 1], 1), _turn(row[j], 1)) for j in range(1, turns)])
                  for row in independent]
     others = {name: refine_arm(name) for name in results if name.startswith("refine_")}
     # What seeing the painting adds: the same slots refined with and without it.

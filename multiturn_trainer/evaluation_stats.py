@@ -38,10 +38,6 @@ def _percentile_bootstrap(samples: tuple[list[float], ...], statistic, resamples
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
-
 def _axis_mean(sample, axis=-1):
     return np.mean(sample, axis=axis)
 
@@ -61,7 +57,7 @@ def bootstrap_mean(values: Sequence[float | None], resamples: int = RESAMPLES, l
     if not known:
         return summary(None, None, None, 0)
     low, high = _percentile_bootstrap((known,), _axis_mean, resamples, level, seed)
-    return summary(_mean(known), low, high, len(known))
+    return summary(mean(known), low, high, len(known))
 
 
 def paired(a: Sequence[float | None], b: Sequence[float | None]) -> list[tuple[float, float]]:
@@ -89,7 +85,7 @@ def difference_of_means(a: Sequence[float | None], b: Sequence[float | None], re
     if not known_a or not known_b:
         return summary(None, None, None, 0)
     low, high = _percentile_bootstrap((known_a, known_b), _axis_mean_difference, resamples, level, seed)
-    return summary(_mean(known_a) - _mean(known_b), low, high, min(len(known_a), len(known_b)))
+    return summary(mean(known_a) - mean(known_b), low, high, min(len(known_a), len(known_b)))
 
 
 def win_rate(a: Sequence[float | None], b: Sequence[float | None], resamples: int = RESAMPLES,
@@ -104,9 +100,10 @@ def best_of(samples: Sequence[float | None], k: int) -> float | None:
     return max(known) if known else None
 
 
-def mean_of(samples: Sequence[float | None]) -> float | None:
-    known = [s for s in samples if s is not None]
-    return _mean(known) if known else None
+def mean(values: Sequence[float | None]) -> float | None:
+    """The project's one mean: of the known values (None = unscorable, left out); None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def format_interval(summary: dict | None) -> str:

@@ -33,9 +33,10 @@ from trl.trainer.utils import nanstd
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
 from multiturn_trainer.episodes import loss_image_inputs
+from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.families import family_of
 from multiturn_trainer.rollout import Episode, EpisodeBatch, EpisodeRunner, run_into_store
-from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, mean, turn_gains, turn_statistics
+from multiturn_trainer.store import EpisodeRecord, RunStore, checkpoint_step, turn_gains, turn_statistics
 from rewards.mixer import COMPONENTS, RewardScorer
 
 TRL_PIN = "1.16.0"
@@ -507,8 +508,8 @@ def step_metrics(records: list[dict[str, Any]], turns: int, generations: int,
 def _std(values: list[float]) -> float | None:
     if len(values) < 2:
         return 0.0 if values else None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    centre = mean(values)
+    return math.sqrt(sum((v - centre) ** 2 for v in values) / (len(values) - 1))
 
 
 def log_line(step: int, total: int, metrics: dict[str, Any]) -> str:

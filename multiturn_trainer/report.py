@@ -29,8 +29,9 @@ from typing import Any
 from env.errors import UsageError
 from multiturn_trainer import evaluation_stats as stats
 from multiturn_trainer.config import TrainConfig, load_config
+from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.plots import band, pyplot, save
-from multiturn_trainer.store import CONFIG, RunStore, mean, tokens_by_turn, turn_gains
+from multiturn_trainer.store import CONFIG, RunStore, tokens_by_turn, turn_gains
 from rewards.mixer import COMPONENTS
 
 BAND_RESAMPLES = 1000  # per plotted point; the interval's ends move by < 0.01 of a sd beyond this

@@ -17,7 +17,8 @@ from typing import Any
 
 from env.files import write_atomically
 from multiturn_trainer.config import TrainConfig
-from multiturn_trainer.store import RunStore, mean
+from multiturn_trainer.evaluation_stats import mean
+from multiturn_trainer.store import RunStore
 from rewards.mixer import PaintingToScore
 from rewards.ranking import ranks, spearman
 

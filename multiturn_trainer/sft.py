@@ -30,6 +30,7 @@ from agent.messages import first_turn_messages, revision_content, template_varia
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
+from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.families import FAMILIES, ModelFamily, family_of
 from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
 
@@ -262,7 +263,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=sum(losses[-5:]) / len(losses[-5:]))
+    return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=mean(losses[-5:]))
 
 
 def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random,

@@ -17,6 +17,7 @@ from typing import Any, NotRequired, TypedDict
 
 from env.contact_sheet import SheetItem, contact_sheet
 from env.files import write_atomically
+from multiturn_trainer.evaluation_stats import mean
 
 EPISODES = "episodes.jsonl"
 METRICS = "metrics.jsonl"
@@ -174,10 +175,6 @@ class RunStore:
                 dropped = len(lines) - len(kept)
             write_atomically(path, "".join(json.dumps(line) + "\n" for line in kept))
         return dropped
-
-
-def mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def turn_gains(records: list[dict[str, Any]]) -> list[float]:

@@ -11,11 +11,11 @@ from typing import Any
 
 from env.errors import UsageError
 from multiturn_trainer.config import GRPO_FIELDS, TrainConfig
-from multiturn_trainer.evaluation_stats import difference_of_means
+from multiturn_trainer.evaluation_stats import difference_of_means, mean
 from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import announce_kernels
 from multiturn_trainer.resources import scorer_for, episode_row, has_gpu, load_model, quiet_renamed_checkpointing_warning
-from multiturn_trainer.store import RunStore, checkpoint_step, mean, tokens_by_turn, turn_gains
+from multiturn_trainer.store import RunStore, checkpoint_step, tokens_by_turn, turn_gains
 
 # Fused MoE expert weights (3-D parameters, not nn.Linear): reachable only via target_parameters.
 EXPERT_PARAMETERS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")

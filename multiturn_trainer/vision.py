@@ -30,6 +30,8 @@ from typing import Any
 from PIL import Image
 from tqdm.auto import tqdm
 
+from multiturn_trainer.evaluation_stats import mean
+
 COLOURS = ("red", "orange", "yellow", "green", "teal", "blue", "purple", "pink", "grey", "dark")
 PLACES = ("upper left", "upper", "upper right", "left", "centre", "right", "lower left", "lower", "lower right")
 # Short: every token of it is paid for in each warm-start step. The answer's form is learnt (the
@@ -82,8 +84,8 @@ def painting_facts(png: bytes, size: int = 96) -> PaintingFacts:
     if not painted:
         return PaintingFacts(0.0, "grey", "centre")
     colour = Counter(_colour_name(p, paper) for _, p in painted).most_common(1)[0][0]
-    x = sum(i % size for i, _ in painted) / len(painted) / size
-    y = sum(i // size for i, _ in painted) / len(painted) / size
+    x = mean([i % size for i, _ in painted]) / size
+    y = mean([i // size for i, _ in painted]) / size
     row = "upper" if y < 0.42 else "lower" if y > 0.58 else ""
     column = "left" if x < 0.42 else "right" if x > 0.58 else ""
     where = f"{row} {column}".strip() or "centre"
@@ -238,7 +240,7 @@ def probe(model, processor, held_out: list[tuple[bytes, PaintingFacts]], train_f
             out = model.generate(**encoded, max_new_tokens=40, do_sample=False)
             answers.append(processor.tokenizer.decode(out[0, encoded["input_ids"].size(1):], skip_special_tokens=True))
     read = [read_caption(a) for a in answers]
-    mean_coverage = sum(f.coverage for f in train_facts) / len(train_facts)
+    mean_coverage = mean([f.coverage for f in train_facts])
     common_colour = Counter(f.colour for f in train_facts).most_common(1)[0][0]
     common_where = Counter(f.where for f in train_facts).most_common(1)[0][0]
     n = len(held_out)
@@ -302,7 +304,7 @@ def warm_start_vision(folder: str | Path, steps: int, paintings: int, held_out: 
     model, losses = train_vision(model, processor, train_set, steps, seed=seed, quiet=quiet, lm_rank=lm_rank)
     report = probe(model, processor, test_set, [facts for _, facts in train_set]) if test_set else {}
     model.to(torch.bfloat16).save_pretrained(folder)
-    result = VisionWarmStart(steps, lm_rank, len(train_set), len(test_set), losses[0], sum(losses[-5:]) / len(losses[-5:]), report)
+    result = VisionWarmStart(steps, lm_rank, len(train_set), len(test_set), losses[0], mean(losses[-5:]), report)
     (folder / "vision.json").write_text(json.dumps(asdict(result), indent=2) + "\n", encoding="utf-8")
     if test_set:
         (folder / "vision-probe.png").write_bytes(probe_sheet(test_set, report))

@@ -58,7 +58,7 @@ def test_win_rate_and_paired_difference_of_a_known_paired_sample():
     gap = stats.paired_difference(turn_k, turn_1)
     assert gap["estimate"] == pytest.approx((1 + 0 - 2 + 3) / 4)
     assert stats.best_of([0.2, None, 0.7, 0.9], 3) == 0.7 and stats.best_of([None, None], 2) is None
-    assert stats.mean_of([0.2, None, 0.4]) == pytest.approx(0.3)
+    assert stats.mean([0.2, None, 0.4]) == pytest.approx(0.3)
     # A clear effect has an interval above zero; the same data shifted to no effect straddles it.
     rng = random.Random(3)
     base = [rng.random() for _ in range(200)]
