@@ -123,7 +123,7 @@ def library_files() -> dict[str, Path]:
 
 
 # Chromium GL backends. "reference" is the plain SwiftShader-GL path everything is checked
-# against; the others trade set-up for raster speed (see README performance table).
+# against; the others trade set-up for raster speed (docs/experiments/renderer-backends.md).
 BACKENDS: dict[str, dict[str, Any]] = {
     "reference": {
         "args": ["--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
@@ -133,9 +133,8 @@ BACKENDS: dict[str, dict[str, Any]] = {
         "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist"],
         "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
     },
-    # llvmpipe WebGL with p5.brush's 2D fill masks rasterised in software: deterministic on
-    # every sketch we tried and ~5x faster than "llvmpipe", but the software 2D canvas paints
-    # lighter (mean |delta| 3.7/255 against the reference on poppies). See README.
+    # llvmpipe WebGL with p5.brush's 2D fill masks rasterised in software: deterministic and faster
+    # than "llvmpipe", but 8-bit software blending paints lighter (docs/experiments/renderer-backends.md).
     "llvmpipe-sw2d": {
         "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"],
         "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
@@ -146,12 +145,10 @@ BACKENDS: dict[str, dict[str, Any]] = {
         "env": {},
     },
 }
-# The default. Same software 2D masks as "llvmpipe-sw2d", but the mask canvases are
-# float16: p5.brush builds each fill's mask from dozens of translucent layers, and 8-bit
-# software blending loses paint on every layer (paint fraction 0.215 instead of 0.32 on
-# poppies). Accumulating in float16 brings the look back to the reference (mean |delta|
-# 0.72/255 on poppies, better than "llvmpipe") at the software path's speed, and stays
-# byte-deterministic. See the README performance table.
+# The default. Same software 2D masks as "llvmpipe-sw2d", but the mask canvases are float16:
+# p5.brush builds each fill's mask from dozens of translucent layers, which 8-bit blending loses
+# paint on; float16 keeps the reference's look at the software path's speed, byte-deterministic
+# (docs/experiments/renderer-backends.md).
 BACKENDS["llvmpipe-f16"] = {**BACKENDS["llvmpipe-sw2d"], "float16_masks": True}
 DEFAULT_BACKEND = "llvmpipe-f16"
 

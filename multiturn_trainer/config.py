@@ -110,7 +110,7 @@ class TrainConfig:
 
     # --- rewards -------------------------------------------------------------------------
     reward_preset: str = field(default="style-offline", metadata={"help": (
-        "Reward mix: a name in configs/rewards/ or a YAML file (see README, Rewards).")})
+        "Reward mix: a name in configs/rewards/ or a YAML file (docs/design/rewards.md).")})
     pool: str = field(default="pools/starter", metadata={"help": (
         "Reference pool folder for the judge's references and the style reward.")})
     judge_url: str | None = field(default=None, metadata={"help": (
@@ -159,7 +159,7 @@ class TrainConfig:
 
     # --- generation backend --------------------------------------------------------------
     use_vllm: bool = field(default=False, metadata={"help": (
-        'Generate with vLLM (installed on its own, see README "Generation on one H200") instead of HF generate.')})
+        'Generate with vLLM (installed on its own, see docs/design/vllm-and-memory.md) instead of HF generate.')})
     vllm_mode: str = field(default="colocate", metadata={"help": (
         '"colocate": a vLLM engine on the training GPU; "server": ``trl vllm-serve`` on another GPU.')})
     vllm_gpu_memory_utilization: float = field(default=0.5, metadata={"help": (

@@ -71,9 +71,7 @@ def run_eval(config: TrainConfig, policy, subjects: list[str], episodes: int, ou
     scorer = scorer or scorer_for(config)
     own_environments = environments is None
     environments = environments or make_environments(config)
-    # One batch of turn k runs as long as its longest reply, so larger batches mean fewer
-    # passes; on the 2-core CPU, though, the demo's eval in batches of 36 took 116-135 s
-    # against ~105 s in batches of 16, so the default stays a training step's.
+    # A training step's batch: larger ones took longer on 2 cores (docs/experiments/demo-preset.md).
     batch_size = config.eval_batch_size or max(1, config.episodes_per_step)
     # The same slot rows for both arms: the baseline repeats each slot K times.
     arms = {

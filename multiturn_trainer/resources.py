@@ -19,6 +19,7 @@ import torch
 from agent.messages import first_turn_messages
 from agent.policies import EndpointPolicy, LocalModelPolicy
 from env.errors import UsageError
+from env.renderer import DEFAULT_BACKEND
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
@@ -30,26 +31,67 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def ensure_model(config: TrainConfig) -> str:
-    """The model path, building the tiny offline model there first when asked to."""
-    path = Path(config.model)
-    if config.tiny_model and not (path / "config.json").is_file():
-        print(first_run_announcement(config), flush=True)
-        if config.tiny_warm_start_steps <= 0:
-            base = base_model(config.tiny_model, path, seed=config.seed)
-            if base != path:  # a pretrained kind's cached build: a copy of it is the model at ``path``
-                import shutil
+# Beside the built model: the recipe that built it (warm_start_recipe).
+WARM_START_STAMP = "warm_start.json"
 
-                shutil.copytree(base, path)
-        else:
-            warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
-                            revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
-                            subjects=config.subjects, revision_format=config.revision_format)
+
+def warm_start_recipe(config: TrainConfig) -> dict[str, Any]:
+    """What the tiny model at ``config.model`` is built from; a folder built otherwise is rebuilt.
+    The seed is left out: `bench learn`'s seeds share one warm start."""
+    recipe: dict[str, Any] = {"tiny_model": config.tiny_model, "steps": max(0, config.tiny_warm_start_steps)}
+    if recipe["steps"]:
+        recipe.update(revisions=config.tiny_warm_start_revisions, subjects=list(config.subjects),
+                      revision_format=config.revision_format, render_backend=config.render_backend or DEFAULT_BACKEND)
+    return recipe
+
+
+def recorded_recipe(path: Path) -> dict[str, Any] | None:
+    """The recipe recorded beside a model built here; None without a record (a model of the
+    user's own, or one built before records were kept)."""
+    try:
+        return json.loads((path / WARM_START_STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ensure_model(config: TrainConfig) -> str:
+    """The model path, building the tiny offline model there first when asked to, and again when
+    the folder's recorded recipe differs (another preset's warm-start steps, say)."""
+    path = Path(config.model)
+    if not config.tiny_model:
+        return config.model
+    recipe = warm_start_recipe(config)
+    if (path / "config.json").is_file():
+        recorded = recorded_recipe(path)
+        if recorded is None or recorded == recipe:  # unrecorded: not ours to replace
+            return config.model
+        changed = ", ".join(f"{key} {recorded.get(key)!r} -> {value!r}" for key, value in recipe.items()
+                            if recorded.get(key) != value)
+        print(f"train: {path} was built from another recipe ({changed}); rebuilding it", flush=True)
+    print(first_run_announcement(config), flush=True)
+    build_tiny(config, path)
+    (path / WARM_START_STAMP).write_text(json.dumps(recipe, indent=1) + "\n")
     return config.model
 
 
-# Measured on a quiet 2-core machine with length-grouped SFT batches: rendering the 64 revision
-# drafts took 78 s, 180 SFT steps 210 s (README, "The demo with its eval, measured").
+def build_tiny(config: TrainConfig, path: Path) -> None:
+    """The config's tiny model at ``path``: its base, warm-started when it asks for SFT steps."""
+    if config.tiny_warm_start_steps > 0:
+        warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
+                        revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
+                        subjects=config.subjects, revision_format=config.revision_format)
+        return
+    import shutil
+
+    if path.exists():
+        shutil.rmtree(path)
+    base = base_model(config.tiny_model, path, seed=config.seed)
+    if base != path:  # a pretrained kind's cached build: a copy of it is the model at ``path``
+        shutil.copytree(base, path)
+
+
+# Seconds per rendered revision draft and per SFT step on a quiet 2-core machine, for the
+# announced wait (measured: docs/experiments/demo-preset.md).
 WARM_START_SECONDS_PER_REVISION_2_CORES = 78 / 64
 WARM_START_SECONDS_PER_STEP_2_CORES = 210 / 180
 

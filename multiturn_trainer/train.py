@@ -195,9 +195,8 @@ def build_trainer(config: TrainConfig, store: RunStore, environments=None, score
         from trl.generation import vllm_generation
 
         if not vllm_generation.is_vllm_available():
-            raise UsageError("use_vllm is on but vLLM is not installed (see README, "
-                             "'Generation on one H200'); install it, or pass --use-vllm false for HF generate "
-                             "(about 2.6x slower per 35B step)")
+            raise UsageError("use_vllm is on but vLLM is not installed (docs/design/vllm-and-memory.md); "
+                             "install it, or pass --use-vllm false for HF generate (slower)")
     trainer = MultiTurnGRPOTrainer(
         model=model,
         args=_template_args(grpo_args(config, store), processor),

@@ -70,8 +70,8 @@ PRESETS = {"35b": "qwen3.5-35b-a3b", "4b": "qwen3.5-4b", "tiny": "qwen3.5-35b-a3
 VLLM_DECODE_SOURCED = {"tokens_per_s_per_sequence": 140.0,
                        "source": "public vllm bench serve figure: Qwen3-Coder-30B-A3B-Instruct-AWQ, RTX 5090, "
                                  "median TPOT 7.06 ms (r/LocalLLaMA benchmark post); not measured here"}
-# Sourced from this project's README (Performance): the slowest example painting renders in
-# 4.3 s on the default backend; with one renderer per episode a turn's paintings take that long.
+# The slowest example painting on the default backend (docs/experiments/renderer-backends.md):
+# with one renderer per episode a turn's paintings take that long.
 RENDER_TURN_SOURCED_S = 4.3
 
 
@@ -775,7 +775,7 @@ def project(config, report: dict) -> dict:
     generate: turns x budget / decode speed per sequence (a turn lasts until its longest
     sequence stops; random weights never stop). train: episodes x one fwd+bwd of the
     worst-case episode, plus for vLLM one no-grad forward per episode for the importance-sampling
-    ratio (estimated at a third of a fwd+bwd). render: measured, else the README's figure.
+    ratio (estimated at a third of a fwd+bwd). render: measured, else the sourced figure.
     sync: the measured merge + stream, three times a step colocated, once in server mode."""
     chosen = report.get(f"train_lora_experts_{str(config.lora_experts).lower()}", {})
     if chosen.get("status") != "ok" or "seconds" not in chosen:
@@ -786,7 +786,7 @@ def project(config, report: dict) -> dict:
     if render.get("status") == "ok":
         render_s, render_source = config.turns * render["seconds"], "measured: render"
     else:
-        render_s, render_source = config.turns * RENDER_TURN_SOURCED_S, "sourced: README, Performance (4.3 s a turn)"
+        render_s, render_source = config.turns * RENDER_TURN_SOURCED_S, "sourced: docs/experiments/renderer-backends.md (4.3 s a turn)"
     sync = report.get("weight_sync", {})
     sync_once = sync.get("seconds") if sync.get("status") == "ok" else None
     columns = {}

@@ -175,7 +175,7 @@ def test_released_shapes_have_the_released_parameter_count(tmp_path):
 
 
 def test_memory_plan_arithmetic_at_the_released_shapes():
-    """The README's memory plan, from the same function the check reports: the 35B's KV cache
+    """The memory plan (docs/design/vllm-and-memory.md), from the same function the check reports: the 35B's KV cache
     per token and for 8 x 16k tokens, and why the one-card colocate share leaves too little."""
     gpu_check = load_script()
     from multiturn_trainer.config import load_config

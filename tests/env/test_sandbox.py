@@ -270,7 +270,7 @@ def test_any_mix_of_hostile_statements_fails_with_a_reason(renderer, statements,
 
 
 def test_lettering_is_judged_by_the_text_functions_only(renderer):
-    # The decision (README, "The sketch contract and the gate"): p5's text functions are a
+    # The decision (docs/design/sandbox.md): p5's text functions are a
     # violation; letters painted with allowed brush shapes are not, and the feedback says so.
     from env.core import SketchOutcome
     from env.feedback import feedback_text

@@ -273,3 +273,34 @@ def test_build_tiny_command(tmp_path, capsys):
 
     defaults = parser.parse_args(["build-tiny"])
     assert (defaults.out, defaults.kind, defaults.seed) == (None, "dense", 0)
+
+
+def test_the_cached_warm_start_is_rebuilt_for_another_recipe_and_kept_for_its_own(tmp_path, monkeypatch, capsys):
+    """out/tiny-painter-dense serves each preset the warm start it asks for, whichever ran first."""
+    import dataclasses
+
+    import multiturn_trainer.resources as resources
+    from multiturn_trainer.config import TrainConfig
+
+    builds = []
+
+    def fake_build(config, path):
+        builds.append(config.tiny_warm_start_steps)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(json.dumps({"steps": config.tiny_warm_start_steps}))
+
+    monkeypatch.setattr(resources, "build_tiny", fake_build)
+    model = tmp_path / "tiny-painter-dense"
+    smoke = TrainConfig(model=str(model), tiny_model="dense", tiny_warm_start_steps=180)
+    demo = TrainConfig(model=str(model), tiny_model="dense", tiny_warm_start_steps=160)
+    for config in (smoke, smoke, demo, dataclasses.replace(demo, seed=3)):
+        assert resources.ensure_model(config) == str(model)
+    assert builds == [180, 160]  # the seed is not part of the recipe: bench learn's seeds share one
+    assert json.loads((model / resources.WARM_START_STAMP).read_text()) == resources.warm_start_recipe(demo)
+    assert "another recipe (steps 180 -> 160); rebuilding it" in capsys.readouterr().out
+    # A model folder without a record (the user's own) is used as it is, never replaced.
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "config.json").write_text("{}")
+    assert resources.ensure_model(TrainConfig(model=str(own), tiny_model="dense", tiny_warm_start_steps=160)) == str(own)
+    assert builds == [180, 160] and not (own / resources.WARM_START_STAMP).exists()
