@@ -18,8 +18,9 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
 from env.models import WatercolourAction, WatercolourObservation, WatercolourState
+from env.prompts import episode_turns
 from env.security import resolve_token
-from env.turn import TurnObservation
+from env.turn import INFRASTRUCTURE_ERROR, TurnObservation
 
 # A step waits for a render that may queue behind every other session's: realistic
 # paintings take 10-42 s each on a 2-core machine, so openenv's 60 s default would time out
@@ -76,18 +77,21 @@ def png_bytes(observation: WatercolourObservation) -> Optional[bytes]:
 
 def infrastructure_failed(observation: WatercolourObservation) -> bool:
     """True when the renderer (not the sketch) failed this turn: drop the rollout."""
-    return bool(observation.metadata.get("infrastructure_failed")) or "infrastructure_error" in observation.violations
+    return bool(observation.metadata.get("infrastructure_failed")) or INFRASTRUCTURE_ERROR in observation.violations
 
 
 def turn_from_wire(observation: WatercolourObservation) -> TurnObservation:
     """The record ``env.turn.turn_observation`` made on the server, back from its wire form."""
     metadata = observation.metadata
+    infrastructure_error = metadata.get("infrastructure_error")
+    if infrastructure_error is None and infrastructure_failed(observation):
+        # A server that flagged the failure without its reason: the record still has to say it failed.
+        infrastructure_error = INFRASTRUCTURE_ERROR
     return TurnObservation(
-        turn=observation.turn, turns_left=observation.turns_left, code=observation.code, show_code=observation.show_code,
-        png=png_bytes(observation),
+        turn=observation.turn, turns=episode_turns(observation.turn, observation.turns_left),
+        code=observation.code, show_code=observation.show_code, png=png_bytes(observation),
         passed=observation.passed, violations=list(observation.violations), errors=list(observation.errors),
         paint_fraction=observation.paint_fraction, render_ms=observation.render_ms, feedback=observation.feedback,
-        infrastructure_failed=infrastructure_failed(observation),
-        infrastructure_error=metadata.get("infrastructure_error"), rendered=bool(metadata.get("rendered")),
+        infrastructure_error=infrastructure_error, rendered=bool(metadata.get("rendered")),
         details=list(metadata.get("details") or []), stats=dict(metadata.get("stats") or {}),
     )

@@ -32,6 +32,10 @@ RENDER_DESPITE = frozenset({
 
 @dataclass
 class SketchOutcome:
+    """The whole gate's verdict on one sketch and its render: what ``watercolour render`` prints
+    (its ``render_ms`` named ``elapsed_ms`` there, the CLI contract's name) and what every turn
+    record is made of (``env.turn.TurnObservation`` extends it with the turn's place and feedback)."""
+
     code: str | None
     passed: bool
     violations: list[str]
@@ -74,7 +78,7 @@ def combine(verdict: GateVerdict, render: RenderResult | None) -> SketchOutcome:
         violations=violations,
         errors=safe_lines(render.errors),
         paint_fraction=render.paint_fraction,
-        render_ms=render.elapsed_ms,
+        render_ms=render.render_ms,
         png=render.png,
         infrastructure_error=None if render.infrastructure_error is None else safe_text(render.infrastructure_error),
         details=details,

@@ -1,4 +1,4 @@
-"""The watercolour OpenEnv environment: one episode = a subject, a seed and K painting turns.
+"""The watercolour OpenEnv environment: one episode = a subject, a seed and ``turns`` painting turns.
 
 Each session (one per WebSocket connection) holds only its episode state; rendering goes
 through ONE shared ``SketchEvaluator`` whose browser pool queues work from every session.
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from env.contract import SketchContract
 from env.core import SketchEvaluator, SketchOutcome
-from env.prompts import first_turn_prompt
+from env.prompts import first_turn_prompt, turns_left_after
 from env.models import (
     MAX_SEED,
     WatercolourAction,
@@ -139,7 +139,7 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
         self._started = True
         return WatercolourObservation(
             turn=0,
-            turns_left=params.turns,
+            turns_left=turns_left_after(0, params.turns),
             feedback=task_statement(params.subject, params.turns, self._contract(), params.revision_format),
             done=False,
             reward=None,
@@ -221,7 +221,7 @@ class WatercolourEnvironment(Environment[WatercolourAction, WatercolourObservati
             )
         # Counted before the render starts so that overlapping steps cannot exceed the turn budget.
         self._state.step_count += 1
-        self._state.done = self._state.step_count >= self._state.turns
+        self._state.done = turns_left_after(self._state.step_count, self._state.turns) == 0
         return self._state.step_count
 
     def _finish_turn(self, turn: int, reply: str, outcome: SketchOutcome) -> WatercolourObservation:

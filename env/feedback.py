@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from env.contract import REASON_CODES, SketchContract
 from env.core import SketchOutcome
-from env.prompts import revision_reply_format
+from env.prompts import revision_reply_format, turns_left_after
 
 MAX_FEEDBACK_CHARS = 1200
 MAX_DETAIL_LINES = 5
@@ -22,14 +22,16 @@ MAX_LINE_CHARS = 160
 def feedback_text(
     outcome: SketchOutcome,
     turn: int,
-    turns_left: int,
+    turns: int,
     contract: SketchContract | None = None,
     revision_format: str = "full",
 ) -> str:
-    """Short plain-text feedback for the turn after ``turn``; at most MAX_FEEDBACK_CHARS."""
+    """Short plain-text feedback on turn ``turn`` of a ``turns``-turn episode, for the turn after it;
+    at most MAX_FEEDBACK_CHARS."""
     contract = contract or SketchContract()
     revise = revision_reply_format(revision_format)
-    header = f"Turn {turn} of {turn + turns_left}: "
+    header = f"Turn {turn} of {turns}: "
+    turns_left = turns_left_after(turn, turns)
     if outcome.infrastructure_error is not None:
         # The sketch was never judged; telling the model it failed would teach it nonsense.
         return _join(

@@ -266,6 +266,19 @@ def first_turn_prompt(subject: str, contract: SketchContract | None = None,
     return system_prompt(contract or SketchContract(), enable_thinking, revision_format), task_prompt(subject)
 
 
+def turns_left_after(turn: int, turns: int) -> int:
+    """How many turns of a ``turns``-turn episode come after turn ``turn`` (turn 0: right after reset).
+
+    The one derivation: the revision prompt, the feedback, the turn record and the wire's
+    ``turns_left`` all read it from here, and ``episode_turns`` is its one inverse."""
+    return max(0, turns - turn)
+
+
+def episode_turns(turn: int, turns_left: int) -> int:
+    """The episode's ``turns`` back from turn ``turn`` and its ``turns_left`` (the wire states only those)."""
+    return turn + turns_left
+
+
 def revision_prompt(feedback: str, turn: int, turns: int, revision_format: str = "full",
                     code: str | None = None) -> str:
     """The text of the user message that opens ``turn`` (2..turns), after the painting.
@@ -276,11 +289,11 @@ def revision_prompt(feedback: str, turn: int, turns: int, revision_format: str =
     can quote it exactly; the environment says when (``TurnObservation.show_code``).
     """
     _check_revision_turn(turn, turns)
-    remaining = turns - turn
-    if remaining == 0:
+    turns_left = turns_left_after(turn, turns)
+    if turns_left == 0:
         urgency = "This is your last turn."
     else:
-        urgency = f"After this one you have {remaining} more {'turn' if remaining == 1 else 'turns'}."
+        urgency = f"After this one you have {turns_left} more {'turn' if turns_left == 1 else 'turns'}."
     shown = f"Your current sketch, with your edits applied:\n```js\n{code}\n```\n\n" if code is not None else ""
     if check_revision_format(revision_format) == "edit":
         ask = (f"reply with {EDIT_REPLY_FORMAT} (or {REPLY_FORMAT} if most of it changes).")

@@ -236,7 +236,7 @@ class RenderResult:
     violations: list[str]
     errors: list[str]
     paint_fraction: float
-    elapsed_ms: int
+    render_ms: int
     png: bytes | None
     ended_as: str
     infrastructure_error: str | None = None
@@ -860,7 +860,7 @@ class RendererPool:
             violations=violations,
             errors=errors,
             paint_fraction=fraction,
-            elapsed_ms=int((time.perf_counter() - started) * 1000),
+            render_ms=int((time.perf_counter() - started) * 1000),
             png=png,
             ended_as=ended_as,
             details=details,
@@ -1035,7 +1035,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 def _sketch_failure(started: float, code: str, message: str) -> RenderResult:
     return RenderResult(
         passed=False, violations=[code], errors=[message], paint_fraction=0.0,
-        elapsed_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as=code,
+        render_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as=code,
     )
 
 
@@ -1043,7 +1043,7 @@ def _infrastructure_result(started: float, message: str) -> RenderResult:
     message = safe_text(message)  # a protocol error can quote what the page sent
     return RenderResult(
         passed=False, violations=["infrastructure_error"], errors=[message], paint_fraction=0.0,
-        elapsed_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as="infrastructure_error",
+        render_ms=int((time.perf_counter() - started) * 1000), png=None, ended_as="infrastructure_error",
         infrastructure_error=message,
     )
 

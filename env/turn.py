@@ -1,7 +1,8 @@
 """One turn, one observation: what a ``SketchOutcome`` means to the episode it belongs to.
 
 ``turn_observation`` is the one place where a turn's verdict, its painting and the feedback
-the model reads next are put together. The OpenEnv server turns the record into its wire
+the model reads next are put together, as a ``TurnObservation``: the outcome itself (the same
+fields, normalised) placed in its episode. The OpenEnv server turns the record into its wire
 observation (``env.environment``), the trainer's in-process environments hand it to the
 rollout as it is, and the warm start shows its feedback in its revision examples, so every
 path reports a turn the same way. ``infrastructure_outcome`` is the outcome of a turn whose
@@ -12,46 +13,39 @@ sketch's fault, so the rollout is dropped rather than scored.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from env.contract import SketchContract
 from env.core import SketchOutcome
 from env.feedback import feedback_text
+from env.prompts import turns_left_after
 from env.text import safe_text
 
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 
 
 @dataclass(kw_only=True)
-class TurnObservation:
-    """What one turn of one episode produced; the fields of an episode record's turn.
+class TurnObservation(SketchOutcome):
+    """What turn ``turn`` of a ``turns``-turn episode produced; the fields of an episode record's turn.
 
-    ``infrastructure_failed``: the renderer, not the sketch, failed this turn (then
-    ``passed`` is False, ``violations`` holds ``infrastructure_error`` and ``errors`` the
-    reason); the rollout is dropped, never scored.
+    The outcome's fields mean what they mean there, except ``code``: the episode's current
+    sketch after this turn, i.e. what this turn's reply made of it (a full sketch, or the
+    previous sketch with the reply's edits applied), the previous sketch when the reply
+    produced none (a failed edit, a reply without code), None before any sketch.
+    ``infrastructure_failed``: the renderer, not the sketch, failed this turn (then ``passed``
+    is False, ``violations`` holds ``infrastructure_error`` and ``errors`` the reason); the
+    rollout is dropped, never scored.
     """
 
     turn: int
-    turns_left: int = 0
-    # The episode's current sketch after this turn: what this turn's reply made of it (a full
-    # sketch, or the previous sketch with the reply's edits applied), the previous sketch when
-    # the reply produced none (a failed edit, a reply without code), None before any sketch.
-    code: str | None
+    turns: int
     # Whether the conversation lacks ``code`` verbatim (an edit produced it): the next revision
     # message shows it so the model can quote SEARCH text exactly.
     show_code: bool = False
-    png: bytes | None
-    passed: bool
-    violations: list[str]
-    errors: list[str]
-    paint_fraction: float
-    render_ms: int
     feedback: str
-    infrastructure_failed: bool = False
-    infrastructure_error: str | None = None
-    rendered: bool = False
-    details: list[str] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def turns_left(self) -> int:
+        return turns_left_after(self.turn, self.turns)
 
 
 @dataclass
@@ -93,24 +87,22 @@ def turn_observation(outcome: SketchOutcome, turn: int, turns: int,
             violations.append(INFRASTRUCTURE_ERROR)
         if outcome.infrastructure_error not in errors:
             errors.append(outcome.infrastructure_error)
-    turns_left = max(0, turns - turn)
     return TurnObservation(
-        turn=turn,
-        turns_left=turns_left,
         code=code,
-        show_code=show_code,
-        png=outcome.png,
         passed=outcome.passed and not infrastructure_failed,
         violations=violations,
         errors=errors,
         paint_fraction=min(1.0, max(0.0, float(outcome.paint_fraction))),
         render_ms=max(0, int(outcome.render_ms)),
-        feedback=feedback_text(outcome, turn, turns_left, contract, revision_format),
-        infrastructure_failed=infrastructure_failed,
+        png=outcome.png,
         infrastructure_error=outcome.infrastructure_error,
-        rendered=outcome.rendered,
         details=list(outcome.details),
         stats=dict(outcome.stats),
+        rendered=outcome.rendered,
+        turn=turn,
+        turns=turns,
+        show_code=show_code,
+        feedback=feedback_text(outcome, turn, turns, contract, revision_format),
     )
 
 

@@ -1,7 +1,7 @@
 """Where the trainer's episodes are rendered: in-process, or on remote `watercolour serve` servers.
 
 Both backends take all episodes' replies for one turn at once and return every observation,
-so a step renders turn k of all B x G episodes in parallel (a browser pool in-process, or one
+so a step renders one turn of all B x G episodes in parallel (a browser pool in-process, or one
 WebSocket session per episode spread round-robin across the servers). Neither re-implements
 gating or rendering: the in-process one calls env.core, the remote one the OpenEnv client, and
 both report a turn as the record ``env.turn.turn_observation`` makes (on the server, for remote).
@@ -39,12 +39,12 @@ class InProcessEnvironments:
         self.revision_format = "full"
         self._seeds: list[int] = []
         self._sketches: list[EpisodeSketch] = []
-        self._turns = 1
+        self.turns = 1
 
     def reset(self, subjects: list[str], seeds: list[int], turns: int, revision_format: str = "full") -> None:
         self._seeds = list(seeds)
         self._sketches = [EpisodeSketch() for _ in seeds]
-        self._turns = turns
+        self.turns = turns
         self.revision_format = check_revision_format(revision_format)
 
     def step(self, replies: list[str], turn: int) -> list[TurnObservation]:
@@ -55,7 +55,7 @@ class InProcessEnvironments:
             outcomes = self.evaluator.evaluate_many(replies, self._seeds, self.deadline_s, currents)
         except Exception as exc:  # noqa: BLE001 - the renderer broke, not the sketches: drop, never score
             outcomes = [infrastructure_outcome(exc)] * len(replies)
-        return [turn_observation(outcome, turn, self._turns, self.contract, self.revision_format,
+        return [turn_observation(outcome, turn, self.turns, self.contract, self.revision_format,
                                  sketch.advance(reply, outcome))
                 for outcome, reply, sketch in zip(outcomes, replies, self._sketches)]
 
@@ -72,7 +72,7 @@ class RemoteEnvironments:
     retried: a new session is opened, reset with the episode's subject and seed, and the
     episode's earlier replies are sent again — rendering is deterministic, so it arrives at
     the same state — before the current reply. Only when ``reconnect_attempts`` are spent do
-    the episode's remaining turns become infrastructure failures, so its reward is None,
+    the episode's later turns become infrastructure failures, so its reward is None,
     never a made-up score.
     """
 
@@ -91,12 +91,12 @@ class RemoteEnvironments:
         self._clients: list[Any] = []
         self._broken: list[str | None] = []
         self._episodes: list[dict[str, Any]] = []  # subject, seed, replies so far, url
-        self._turns = 1
+        self.turns = 1
         self.reconnects = 0  # sessions re-opened after a failure (for logs and tests)
 
     def reset(self, subjects: list[str], seeds: list[int], turns: int, revision_format: str = "full") -> None:
         self._portal.call(self._close_clients())
-        self._turns = turns
+        self.turns = turns
         self.revision_format = check_revision_format(revision_format)
         self._episodes = [{"subject": s, "seed": seed, "replies": [], "url": self.urls[i % len(self.urls)]}
                           for i, (s, seed) in enumerate(zip(subjects, seeds))]
@@ -113,7 +113,7 @@ class RemoteEnvironments:
         client = self._client(episode["url"])
         try:
             await client.connect()
-            await client.reset(subject=episode["subject"], seed=episode["seed"], turns=self._turns,
+            await client.reset(subject=episode["subject"], seed=episode["seed"], turns=self.turns,
                                revision_format=self.revision_format)
             return client, None
         except Exception as exc:  # noqa: BLE001 - a dead server is an infrastructure failure
@@ -179,7 +179,7 @@ class RemoteEnvironments:
                 self._episodes[index]["replies"].append(reply)
                 return turn_from_wire(result.observation)
             lost = infrastructure_outcome(self._broken[index] or "no session")
-            return turn_observation(lost, turn, self._turns, revision_format=self.revision_format)
+            return turn_observation(lost, turn, self.turns, revision_format=self.revision_format)
 
         return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(replies))))
 

@@ -2,7 +2,7 @@
 
 An episode is one growing token sequence: the turn-1 prompt, then alternately the policy's
 completion (loss mask 1) and the environment's user turn (loss mask 0) with the painting
-as image tokens. Turn k+1 is generated from exactly these ids, not from a re-templated
+as image tokens. The next turn is generated from exactly these ids, not from a re-templated
 conversation, so the sequence the loss pass scores is token for token the one sampled. The
 Qwen3.5 template re-renders earlier assistant turns differently (it drops their empty
 ``<think>`` block once a user turn follows), so re-templating would shift every later

@@ -1,7 +1,7 @@
 """The episode loop, once: lockstep painting turns with any policy (training, eval, replay, pool build).
 
-``EpisodeRunner.run(policy, rows)`` resets the environments, then for turn k = 1..K generates
-every episode's turn k in one batch, renders all of them in parallel, and opens turn k+1 of
+``EpisodeRunner.run(policy, rows)`` resets the environments, then for turn = 1..turns generates
+every episode's turn in one batch, renders all of them in parallel, and opens the next turn of
 each episode with its own painting and the environment's feedback (the feedback alone for a
 text-only policy, and in the blind ablation, ``show_painting: false``); after the last turn it
 scores the turns the reward needs. The policy is passed in (``agent.policies``):
@@ -238,7 +238,7 @@ class _MessageEpisodes:
         if self.errors[index] is None:
             return observation
         failure = infrastructure_outcome(f"policy: {self.errors[index]}")
-        return turn_observation(failure, observation.turn, observation.turn + observation.turns_left)
+        return turn_observation(failure, observation.turn, observation.turns)
 
     def open_turn(self, observations, texts, turn: int, turns: int) -> None:
         self.conversations = [

@@ -141,9 +141,9 @@ def test_three_turn_conversation_carries_each_previous_painting():
     assert [m["role"] for m in first] == ["system", "user"]
     assert images_in(first) == []
     png = _painting_png()
-    turn1_feedback = feedback_text(_outcome(png), 1, 2)
+    turn1_feedback = feedback_text(_outcome(png), 1, 3)
     second = append_turn(first, "```js\n// turn 1\n```", png, turn1_feedback, 2, 3)
-    third = append_turn(second, "```js\n// turn 2\n```", png, feedback_text(_outcome(png), 2, 1), 3, 3)
+    third = append_turn(second, "```js\n// turn 2\n```", png, feedback_text(_outcome(png), 2, 3), 3, 3)
 
     assert len(first) == 2 and len(second) == 4  # earlier lists are never mutated
     assert [m["role"] for m in third] == ["system", "user", "assistant", "user", "assistant", "user"]
@@ -165,7 +165,7 @@ def test_three_turn_conversation_carries_each_previous_painting():
 def test_failed_render_gets_a_message_without_an_image():
     first = first_turn_messages(SUBJECT)
     failed = _outcome(None, passed=False)
-    second = append_turn(first, "no code here", None, feedback_text(failed, 1, 2), 2, 3)
+    second = append_turn(first, "no code here", None, feedback_text(failed, 1, 3), 2, 3)
     parts = second[-1]["content"]
     assert [part["type"] for part in parts] == ["text"]
     assert "no painting" in parts[0]["text"] and "render_error" in parts[0]["text"]
@@ -263,5 +263,5 @@ def test_procedural_sketches_render_and_pass_the_gate():
         assert outcome.passed, (outcome.violations, outcome.errors, outcome.details)
         assert outcome.paint_fraction > 0.05
     messages = append_turn(first_turn_messages("tulips in a glass vase"), replies[0], outcomes[0].png,
-                           feedback_text(outcomes[0], 1, 1), 2, 2)
+                           feedback_text(outcomes[0], 1, 2), 2, 2)
     assert images_in(messages)[0].size == (600, 600)

@@ -58,7 +58,7 @@ def outcome(**overrides) -> SketchOutcome:
 
 
 def test_feedback_for_a_passing_turn_states_coverage_and_the_next_step():
-    text = feedback_text(outcome(passed=True, paint_fraction=0.1234, png=b"png", rendered=True), 1, 2)
+    text = feedback_text(outcome(passed=True, paint_fraction=0.1234, png=b"png", rendered=True), 1, 3)
     assert text.startswith("Turn 1 of 3: your sketch passed the gate.")
     assert "Paint covers 12% of the canvas; the gate needs at least 0.5%." in text
     assert "```js" in text and "(2 turns left)" in text
@@ -67,7 +67,7 @@ def test_feedback_for_a_passing_turn_states_coverage_and_the_next_step():
 
 def test_feedback_explains_each_reason_code_and_caps_the_details():
     details = [f"line {n}: `fetch()` reaches outside the sketch" for n in range(1, 12)]
-    text = feedback_text(outcome(violations=["external_access", "timer"], details=details), 2, 1)
+    text = feedback_text(outcome(violations=["external_access", "timer"], details=details), 2, 3)
     assert "did not pass the gate" in text
     assert f"- external_access: {REASON_CODES['external_access']}" in text
     assert f"- timer: {REASON_CODES['timer']}" in text
@@ -82,7 +82,7 @@ def test_feedback_truncates_javascript_errors_and_reports_low_coverage():
     text = feedback_text(
         outcome(violations=["render_error", "blank_canvas"], errors=[long_error], paint_fraction=0.003,
                 png=b"png", rendered=True),
-        1, 3,
+        1, 4,
     )
     error_lines = [line for line in text.splitlines() if line.startswith("- TypeError")]
     assert len(error_lines) == 1 and len(error_lines[0]) <= MAX_LINE_CHARS
@@ -92,7 +92,7 @@ def test_feedback_truncates_javascript_errors_and_reports_low_coverage():
 def test_feedback_stays_short_however_many_problems_there_are():
     violations = list(REASON_CODES)
     text = feedback_text(
-        outcome(violations=violations, details=["d" * 500] * 50, errors=["e" * 500] * 50), 1, 1,
+        outcome(violations=violations, details=["d" * 500] * 50, errors=["e" * 500] * 50), 1, 2,
     )
     assert len(text) <= MAX_FEEDBACK_CHARS
     # Codes that no longer fit with their explanation are still named.
@@ -102,13 +102,13 @@ def test_feedback_stays_short_however_many_problems_there_are():
 
 def test_feedback_on_the_last_turn_and_with_a_custom_threshold():
     contract = SketchContract(min_paint_fraction=0.02)
-    text = feedback_text(outcome(passed=True, paint_fraction=0.05, png=b"png", rendered=True), 4, 0, contract)
+    text = feedback_text(outcome(passed=True, paint_fraction=0.05, png=b"png", rendered=True), 4, 4, contract)
     assert "the gate needs at least 2.0%" in text
     assert text.endswith("That was the last turn.")
 
 
 def test_feedback_for_an_infrastructure_failure_does_not_blame_the_sketch():
-    text = feedback_text(outcome(violations=["infrastructure_error"], infrastructure_error="browser_start_failed: x"), 1, 1)
+    text = feedback_text(outcome(violations=["infrastructure_error"], infrastructure_error="browser_start_failed: x"), 1, 2)
     assert "not judged" in text and "did not pass" not in text
     assert "browser_start_failed" not in text
 

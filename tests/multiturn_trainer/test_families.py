@@ -76,10 +76,10 @@ def test_the_chat_template_renders_every_turn_of_a_text_only_episode(tiny_text):
     painting = png_bytes(Image.new("RGB", (60, 60), (200, 60, 50)))
     turns = 3
     observations = [  # turn 1 painted, turn 2 painted nothing; turn 2 shows the sketch (an edit applied)
-        TurnObservation(turn=1, turns_left=2, png=painting, passed=True, violations=[], errors=[],
+        TurnObservation(turn=1, turns=3, png=painting, passed=True, violations=[], errors=[],
                         paint_fraction=0.4, render_ms=5, feedback="Turn 1 of 3: your sketch passed the gate.",
                         code=SMALL_SKETCH, show_code=False),
-        TurnObservation(turn=2, turns_left=1, png=None, passed=False, violations=["no_code"], errors=[],
+        TurnObservation(turn=2, turns=3, png=None, passed=False, violations=["no_code"], errors=[],
                         paint_fraction=0.0, render_ms=0, feedback="Turn 2 of 3: no sketch found (no_code).",
                         code=SMALL_SKETCH, show_code=True),
     ]
@@ -302,10 +302,10 @@ def test_the_chat_template_renders_every_turn_of_a_llava_episode(tiny_text, tmp_
     painting = png_bytes(Image.new("RGB", (60, 60), (200, 60, 50)))
     turns = 3
     observations = [
-        TurnObservation(turn=1, turns_left=2, png=painting, passed=True, violations=[], errors=[],
+        TurnObservation(turn=1, turns=3, png=painting, passed=True, violations=[], errors=[],
                         paint_fraction=0.4, render_ms=5, feedback="Turn 1 of 3: your sketch passed the gate.",
                         code=SMALL_SKETCH, show_code=False),
-        TurnObservation(turn=2, turns_left=1, png=painting, passed=True, violations=[], errors=[],
+        TurnObservation(turn=2, turns=3, png=painting, passed=True, violations=[], errors=[],
                         paint_fraction=0.4, render_ms=5, feedback="Turn 2 of 3: your sketch passed the gate.",
                         code=SMALL_SKETCH, show_code=False),
     ]
