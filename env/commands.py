@@ -47,8 +47,8 @@ async def render_files(
     ``previous``: the current sketch each file (a reply) is applied to, as on a revision turn."""
     contract = SketchContract()
     async with RendererPool(renderers=renderers, backend=backend, contract=contract, deadline_s=deadline_s,
-                            pixel_density=pixel_density) as pool:
-        tasks = [asyncio.ensure_future(evaluate_reply(_read_reply(f), pool, seed, contract, current=previous))
+                            pixel_density=pixel_density) as renderer_pool:
+        tasks = [asyncio.ensure_future(evaluate_reply(_read_reply(f), renderer_pool, seed, contract, current=previous))
                  for f in files]
         if progress and sys.stderr.isatty():
             from tqdm import tqdm
@@ -256,13 +256,13 @@ async def _bench_backend(backend: str, codes: list[str], seed: int, deadline_s: 
     """Sequential renders on one browser: best latency of `repeats`, the PNG, and whether
     every repeat gave the same bytes (determinism, checked on the fly)."""
     results = []
-    async with RendererPool(renderers=1, backend=backend, deadline_s=deadline_s) as pool:
-        await pool.render(WARM_UP_SKETCH, seed)  # browser start-up is not part of any sketch's time
+    async with RendererPool(renderers=1, backend=backend, deadline_s=deadline_s) as renderer_pool:
+        await renderer_pool.render(WARM_UP_SKETCH, seed)  # browser start-up is not part of any sketch's time
         for code in codes:
             best, pngs = float("inf"), []
             for _ in range(repeats):
                 started = time.perf_counter()
-                result = await pool.render(code, seed)
+                result = await renderer_pool.render(code, seed)
                 best = min(best, time.perf_counter() - started)
                 pngs.append(result.png)
             results.append((best, pngs[0], len(set(pngs)) == 1 and pngs[0] is not None))

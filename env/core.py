@@ -103,7 +103,7 @@ def gate_turn(reply: str | bytes, current: str | None, contract: SketchContract)
 
 async def evaluate_reply(
     reply: str | bytes,
-    pool: RendererPool,
+    renderer_pool: RendererPool,
     seed: int = 0,
     contract: SketchContract | None = None,
     deadline_s: float | None = None,
@@ -111,11 +111,11 @@ async def evaluate_reply(
 ) -> SketchOutcome:
     """Gate and render the model's raw reply, applied to the episode's current sketch ``current``
     (None on turn 1). Never raises for anything in the reply."""
-    contract = contract or pool.contract
+    contract = contract or renderer_pool.contract
     verdict = gate_turn(reply, current, contract)
     if not should_render(verdict):
         return combine(verdict, None)
-    render = await pool.render(verdict.code, seed=seed, deadline_s=deadline_s)
+    render = await renderer_pool.render(verdict.code, seed=seed, deadline_s=deadline_s)
     return combine(verdict, render)
 
 
@@ -126,14 +126,14 @@ class SketchEvaluator:
     run their own loops or none, so the pool gets a private one and callers hand it work.
     """
 
-    def __init__(self, contract: SketchContract | None = None, **pool_kwargs):
+    def __init__(self, contract: SketchContract | None = None, **renderer_kwargs):
         self.contract = contract or SketchContract()
-        self._renderer = SyncRenderer(contract=self.contract, **pool_kwargs)
-        self.pool = self._renderer.pool
+        self._renderer = SyncRenderer(contract=self.contract, **renderer_kwargs)
+        self.renderer_pool = self._renderer.renderer_pool
 
     def submit(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None,
                current: str | None = None) -> concurrent.futures.Future:
-        return self._renderer.submit(evaluate_reply(reply, self.pool, seed, self.contract, deadline_s, current))
+        return self._renderer.submit(evaluate_reply(reply, self.renderer_pool, seed, self.contract, deadline_s, current))
 
     def evaluate(self, reply: str | bytes, seed: int = 0, deadline_s: float | None = None,
                  current: str | None = None) -> SketchOutcome:

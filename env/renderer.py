@@ -328,8 +328,8 @@ WARM_UP_SKETCH = (
 class _Browser:
     """One Chromium process and the lock that makes it render one sketch at a time."""
 
-    def __init__(self, pool: "RendererPool", index: int):
-        self.pool = pool
+    def __init__(self, renderer_pool: "RendererPool", index: int):
+        self.renderer_pool = renderer_pool
         self.index = index
         self.browser = None
         self.context = None
@@ -347,7 +347,7 @@ class _Browser:
             return
         await self.close()
         self.marker = secrets.token_hex(8)
-        self.browser = await self.pool._launch(self.marker)
+        self.browser = await self.renderer_pool._launch(self.marker)
         self.context = await self.browser.new_context(
             viewport={"width": 640, "height": 640},
             device_scale_factor=1,
@@ -355,7 +355,7 @@ class _Browser:
             service_workers="block",
             bypass_csp=False,
         )
-        await self.context.route("**/*", self.pool._route)
+        await self.context.route("**/*", self.renderer_pool._route)
         await self.context.route_web_socket("**/*", _refuse_websocket)
         await self.context.expose_binding("__wcReport", self._on_report)
 
@@ -425,7 +425,7 @@ def kill_browser(marker: str) -> int:
 
 
 class RendererPool:
-    """Async pool of sandboxed browsers. Use ``async with RendererPool() as pool``."""
+    """Async pool of sandboxed browsers. Use ``async with RendererPool() as renderer_pool``."""
 
     def __init__(
         self,
@@ -1056,13 +1056,13 @@ def default_renderers() -> int:
 class SyncRenderer:
     """Blocking wrapper: runs a RendererPool on a private event loop thread."""
 
-    def __init__(self, **pool_kwargs):
+    def __init__(self, **renderer_kwargs):
         # The browsers are launched, used and closed on this one loop (Playwright objects
         # belong to the loop that created them).
         self._portal = Portal("the renderer")
         try:
-            self.pool = RendererPool(**pool_kwargs)
-            self._portal.call(self.pool.start())
+            self.renderer_pool = RendererPool(**renderer_kwargs)
+            self._portal.call(self.renderer_pool.start())
         except BaseException:
             self._portal.close()
             raise
@@ -1071,13 +1071,13 @@ class SyncRenderer:
         return self._portal.submit(coroutine)
 
     def render(self, code: str, seed: int = 0, deadline_s: float | None = None) -> RenderResult:
-        return self._portal.call(self.pool.render(code, seed, deadline_s))
+        return self._portal.call(self.renderer_pool.render(code, seed, deadline_s))
 
     def close(self):
         if self._portal.closed:
             return
         try:
-            self._portal.call(self.pool.close())
+            self._portal.call(self.renderer_pool.close())
         finally:
             self._portal.close()
 

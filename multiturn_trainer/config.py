@@ -25,6 +25,7 @@ import yaml
 from agent.subjects import subjects as subject_split
 from env.files import data_file
 from env.prompts import check_revision_format
+from rewards.mixer import DEFAULT_PRESET
 
 
 # Token budgets for the parts of an episode the policy does not write (measured on the Qwen3.5
@@ -109,7 +110,7 @@ class TrainConfig:
         "Browser processes for the in-process renderer (default: one per core).")})
 
     # --- rewards -------------------------------------------------------------------------
-    reward_preset: str = field(default="style-offline", metadata={"help": (
+    reward_preset: str = field(default=DEFAULT_PRESET, metadata={"help": (
         "Reward mix: a name in configs/rewards/ or a YAML file (docs/design/rewards.md).")})
     pool: str = field(default="pools/starter", metadata={"help": (
         "Reference pool folder for the judge's references and the style reward.")})

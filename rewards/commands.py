@@ -12,7 +12,7 @@ from env.commands import report_missing_files
 from env.contract import SketchContract
 from env.gate import static_gate
 from env.pigment import paint_fraction_of_png
-from rewards.mixer import PaintingToScore, build_scorer
+from rewards.mixer import DEFAULT_PRESET, PaintingToScore, build_scorer
 from rewards.pool import STARTER_POOL_DIR, ReferencePool
 
 
@@ -101,7 +101,7 @@ def cmd_hps_serve(args) -> int:
 def add_parsers(sub) -> None:
     score = sub.add_parser("score", help="score paintings with a reward preset")
     score.add_argument("images", nargs="+", metavar="IMAGE")
-    score.add_argument("--preset", default="style-offline",
+    score.add_argument("--preset", default=DEFAULT_PRESET,
                        help="a preset name in configs/rewards/ or a YAML file (default: %(default)s, CPU only)")
     score.add_argument("--subject", default=None)
     score.add_argument("--pool", default=str(STARTER_POOL_DIR))

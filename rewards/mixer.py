@@ -22,6 +22,8 @@ from rewards.components import LengthRamp, gate_score
 
 COMPONENTS = ("gate", "length", "judge", "hpsv3", "style")
 PRESET_DIR = DATA_ROOT / "configs" / "rewards"
+# The mix `score` and `train` use unless told otherwise: it needs no GPU and no server.
+DEFAULT_PRESET = "style-offline"
 
 
 @dataclass(frozen=True)

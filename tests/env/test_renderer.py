@@ -258,7 +258,7 @@ def test_browser_killed_mid_render_is_replaced_and_the_render_is_done_again():
     spinning = small_sketch_with("let total = 0; for (let i = 0; i < 1e9; i++) { total += i % 7; }")
     with SyncRenderer(renderers=1, deadline_s=60) as sync_renderer:
         assert sync_renderer.render(SMALL_SKETCH, seed=1).passed  # the browser is up and warm
-        slot = sync_renderer.pool._browsers[0]
+        slot = sync_renderer.renderer_pool._browsers[0]
         browser = slot.browser
         killer = threading.Timer(1.0, slot.kill)
         killer.start()

@@ -193,8 +193,8 @@ PAGE_CAUSES = [
 def test_page_reports_map_to_classifications(cause, report, expected, infrastructure):
     from env.renderer import RendererPool
 
-    pool = RendererPool(renderers=1)  # not started: _result_from_page is pure decoding
-    result = pool._result_from_page({"endedAs": "drawn", "violations": [], "errors": [], **report}, time.perf_counter())
+    renderer_pool = RendererPool(renderers=1)  # not started: _result_from_page is pure decoding
+    result = renderer_pool._result_from_page({"endedAs": "drawn", "violations": [], "errors": [], **report}, time.perf_counter())
     assert expected in result.violations, (cause, result.violations, result.errors)
     assert result.infrastructure_failed is infrastructure
     assert not result.passed
@@ -439,12 +439,12 @@ def test_memory_held_through_any_route_is_over_budget_with_a_small_budget():
 def test_page_text_is_well_formed_and_bounded_where_it_enters_python():
     from env.renderer import RendererPool
 
-    pool = RendererPool(renderers=1)
+    renderer_pool = RendererPool(renderers=1)
     report = {"endedAs": "drawn", "png": None,
               "violations": [{"code": "unknown_brush_method", "name": "brush.\ud800" + "k" * 10_000},
                              {"code": "not a code \udfff", "name": "x"}],
               "errors": ["bad \ud800 half \udfff" + "x" * 1_000_000, "\x00\x1b[31m"] * 40}
-    result = pool._result_from_page(report, time.perf_counter())
+    result = renderer_pool._result_from_page(report, time.perf_counter())
     text = "".join(result.errors + result.details)
     text.encode("utf-8")  # no lone surrogate survives
     assert "unknown_brush_method" in result.violations and not any("not a code" in v for v in result.violations)
@@ -562,7 +562,7 @@ def test_the_third_round_has_fixtures_for_every_class():
 def test_third_round_fixtures_fail_at_once_with_what_the_runtime_observed(path, expected, forbid, renderer):
     # The production deadline is 90 s; these used to spend all of it (a throwing listener or
     # hook left finish() unreached), kill the driver, or add reason codes named in their text.
-    messages = renderer.pool.page_messages
+    messages = renderer.renderer_pool.page_messages
     started = time.perf_counter()
     result = renderer.render(path.read_text(), seed=1, deadline_s=60)
     elapsed = time.perf_counter() - started
@@ -571,7 +571,7 @@ def test_third_round_fixtures_fail_at_once_with_what_the_runtime_observed(path, 
     assert not result.passed and result.infrastructure_error is None
     assert elapsed < 20, elapsed
     # Nothing the sketch wrote went to the console or out as a page error (the protocol).
-    assert renderer.pool.page_messages == messages
+    assert renderer.renderer_pool.page_messages == messages
     assert all(len(e) <= 500 for e in result.errors)
 
 
@@ -593,33 +593,33 @@ def test_a_dead_driver_is_replaced_and_every_render_of_the_batch_still_paints():
     import threading
 
     codes = [SMALL_SKETCH, small_sketch_with("\n  let t = 0; for (let i = 0; i < 2e8; i++) t += i % 3;")] * 2
-    with SyncRenderer(renderers=2, deadline_s=60) as pool:
-        expected = [pool.render(code, seed=i) for i, code in enumerate(codes)]
+    with SyncRenderer(renderers=2, deadline_s=60) as renderer:
+        expected = [renderer.render(code, seed=i) for i, code in enumerate(codes)]
         assert all(r.passed for r in expected)
-        driver = pool.pool.driver_pid()
+        driver = renderer.renderer_pool.driver_pid()
         killer = threading.Timer(0.7, lambda: os.kill(driver, signal.SIGKILL))
         killer.start()
-        futures = [pool.submit(pool.pool.render(code, seed=i)) for i, code in enumerate(codes)]
+        futures = [renderer.submit(renderer.renderer_pool.render(code, seed=i)) for i, code in enumerate(codes)]
         results = [f.result(timeout=300) for f in futures]
         killer.join()
-        assert pool.pool.driver_pid() != driver  # a new driver, new browsers
+        assert renderer.renderer_pool.driver_pid() != driver  # a new driver, new browsers
         for got, want in zip(results, expected):
             assert got.passed and got.infrastructure_error is None, (got.violations, got.errors)
             assert got.png == want.png
-        assert pool.render(SMALL_SKETCH, seed=1).passed
+        assert renderer.render(SMALL_SKETCH, seed=1).passed
 
 
 @pytest.mark.slow  # its own pool, renders side by side
 def test_the_same_code_and_seed_paint_the_same_bytes_whatever_else_the_pool_renders():
     code = (HONEST_3 / "stack_boundary_random.js").read_text()
     others = [(ROOT_EXAMPLES / "lemons.js").read_text(), SMALL_SKETCH, small_sketch_with("\n  let q = 0; for (let i = 0; i < 1e8; i++) q += i;")]
-    with SyncRenderer(renderers=2, deadline_s=90) as pool:
-        alone = [pool.render(code, seed=5) for _ in range(2)]
+    with SyncRenderer(renderers=2, deadline_s=90) as renderer:
+        alone = [renderer.render(code, seed=5) for _ in range(2)]
         assert alone[0].passed, (alone[0].violations, alone[0].errors)
         batch = []
         for other in others:
             batch += [code, other, code]
-        futures = [pool.submit(pool.pool.render(c, seed=5)) for c in batch]
+        futures = [renderer.submit(renderer.renderer_pool.render(c, seed=5)) for c in batch]
         results = [f.result(timeout=600) for f in futures]
     paintings = {r.png for c, r in zip(batch, results) if c == code} | {r.png for r in alone}
     assert len(paintings) == 1
@@ -669,8 +669,8 @@ def test_the_gpu_process_is_watched_against_its_own_ceiling():
     # painted at 2048x2048 goes over (~440 MB), and the render is the sketch's memory_limit.
     big = (ROOT_EXAMPLES / "lemons.js").read_text().replace("createCanvas(600, 600", "createCanvas(2048, 2048").replace(
         "scaleBrushes(3)", "scaleBrushes(10)")
-    with SyncRenderer(renderers=1, deadline_s=60, gpu_memory_limit_mb=320) as pool:
-        assert pool.render(SMALL_SKETCH, seed=1).passed
-        over = pool.render(big, seed=1)
+    with SyncRenderer(renderers=1, deadline_s=60, gpu_memory_limit_mb=320) as renderer:
+        assert renderer.render(SMALL_SKETCH, seed=1).passed
+        over = renderer.render(big, seed=1)
         assert over.violations == ["memory_limit"] and "GPU process" in over.errors[0], (over.violations, over.errors)
-        assert pool.render(SMALL_SKETCH, seed=1).passed
+        assert renderer.render(SMALL_SKETCH, seed=1).passed
