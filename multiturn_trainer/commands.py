@@ -76,6 +76,10 @@ def add_parsers(sub, bench_sub) -> None:
     replay.add_argument("--verify", action="store_true", help="re-render every turn and compare the PNG bytes")
     replay.add_argument("--gallery", metavar="OUT.html", default=None,
                         help="write a self-contained HTML gallery of every episode")
+    replay.add_argument("--sheet", metavar="OUT.png", default=None,
+                        help="write one episode's turns side by side (painting, sketch, feedback) as a PNG")
+    replay.add_argument("--episode", metavar="ID", default=None,
+                        help="--sheet: the episode id (default: the episode whose last turn gained most)")
     replay.add_argument("--rescore", metavar="PRESET", default=None,
                         help="score the recorded paintings again with another reward preset (name or YAML)")
     replay.add_argument("--pool", default=None, help="--rescore: reference pool (default: the run's)")
@@ -323,6 +327,12 @@ def cmd_replay(args) -> int:
     status = 0
     if args.gallery:
         print(f"gallery: {write_html_gallery(store, episodes, args.gallery)}")
+    if args.sheet:
+        from multiturn_trainer.replay import write_episode_sheet
+
+        path, episode = write_episode_sheet(store, episodes, args.sheet, args.episode)
+        chosen = "as asked" if args.episode else "the largest gain from first to last turn"
+        print(f"sheet: {path} (episode {episode['episode_id']}, {episode['subject']}: {chosen})")
     if args.export:
         from multiturn_trainer.export import export_dataset
 

@@ -161,3 +161,52 @@ def write_html_gallery(store: RunStore, episodes: list[dict[str, Any]], out: str
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(parts), encoding="utf-8")
     return out
+
+
+def sheet_episode(episodes: list[dict[str, Any]], episode_id: str | None = None) -> dict[str, Any]:
+    """The episode ``episode_id``, or by default the one whose last turn gained most on its first
+    (the sheet is for showing a revision; the choice is printed, so it is never passed off as typical)."""
+    if episode_id is not None:
+        for episode in episodes:
+            if episode["episode_id"] == episode_id:
+                return episode
+        raise UsageError(f"no episode {episode_id!r} in this run (ids look like {episodes[0]['episode_id']!r})")
+
+    def gain(episode: dict[str, Any]) -> float:
+        rewards = [turn.get("reward") for turn in episode["turns"]]
+        if len(rewards) < 2 or rewards[0] is None or rewards[-1] is None:
+            return float("-inf")
+        return rewards[-1] - rewards[0]
+
+    return max(episodes, key=gain)
+
+
+def _sheet_code(turn: dict[str, Any]) -> str:
+    """What a sheet shows of a turn's code: an edit reply as sent (the edits are the revision),
+    else the sketch from its draw() on (the set-up above it is the same in every sketch)."""
+    code, reply = turn.get("code") or "", turn.get("reply") or ""
+    if reply and code not in reply:
+        return reply
+    start = code.find("function draw")
+    return code[start:] if start >= 0 else code
+
+
+def write_episode_sheet(store: RunStore, episodes: list[dict[str, Any]], out: str | Path,
+                        episode_id: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """A PNG of one episode's turns side by side: painting, sketch and the feedback read next."""
+    from env.contact_sheet import TurnPanel, episode_sheet
+
+    episode = sheet_episode(episodes, episode_id)
+    panels = []
+    for turn in episode["turns"]:
+        path = store.root / turn["png"] if turn.get("png") else None
+        verdict = "passed" if turn["passed"] else "failed " + " ".join(turn["violations"][:3])
+        panels.append(TurnPanel(heading=f"turn {turn['turn']} · {verdict} · reward {_fmt(turn.get('reward'))}",
+                                png=path.read_bytes() if path is not None and path.is_file() else None,
+                                code=_sheet_code(turn), feedback=turn.get("feedback") or ""))
+    title = (f"{store.run} · step {episode['step']} · episode {episode['episode_id']} · {episode['subject']} · "
+             f"reward {_fmt(episode['reward'])}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(episode_sheet(panels, title))
+    return out, episode

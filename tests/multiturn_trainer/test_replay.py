@@ -47,6 +47,46 @@ def test_a_run_recorded_before_newer_keys_loads_with_trainconfigs_defaults(tmp_p
     assert store.run == "old-run"
 
 
+def test_the_episode_sheet_shows_the_largest_gain_and_bounds_what_the_model_wrote(tmp_path):
+    import io
+
+    from PIL import Image
+
+    run = tmp_path / "run"
+    (run / "renders").mkdir(parents=True)
+    (run / "config.yaml").write_text("turns: 2\n")
+    for name, colour in (("a.png", (200, 40, 40)), ("b.png", (40, 40, 200))):
+        buffer = io.BytesIO()
+        Image.new("RGB", (64, 64), colour).save(buffer, format="PNG")
+        (run / "renders" / name).write_bytes(buffer.getvalue())
+
+    def episode(episode_id, first, last, code):
+        turns = [{"turn": k + 1, "code": code, "png": f"renders/{png}" if png else None, "passed": True,
+                  "violations": [], "errors": [], "paint_fraction": 0.2, "render_ms": 10, "stats": {},
+                  "feedback": "Turn 1 of 2: " + "paint more. " * 10_000, "reward": reward}
+                 for k, (png, reward) in enumerate((("a.png", first), (None, last)))]
+        return {"episode_id": episode_id, "step": 1, "group": 0, "index": 0, "subject": "a jellyfish",
+                "reward": last, "turns": turns}
+
+    huge = "brush.fill('#ff0000', 80);\n" * 400_000  # ~10 MB of model-written code
+    lines = [episode("1-0-0", 0.5, 0.4, "x"), episode("1-0-1", 0.1, 0.6, huge), episode("1-0-2", None, 0.9, "y")]
+    (run / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    completed = subprocess.run([sys.executable, "-m", "watercolour.cli", "replay", str(run), "--sheet",
+                                str(tmp_path / "sheet.png")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "episode 1-0-1" in completed.stdout and "largest gain" in completed.stdout
+    sheet = Image.open(tmp_path / "sheet.png")
+    assert sheet.width > 2 * 320 and sheet.height < 1000  # two turns side by side; the text is cut, not the sheet grown
+    asked = subprocess.run([sys.executable, "-m", "watercolour.cli", "replay", str(run), "--sheet",
+                            str(tmp_path / "other.png"), "--episode", "1-0-2"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert asked.returncode == 0 and "episode 1-0-2" in asked.stdout, asked.stderr[-2000:]
+    missing = subprocess.run([sys.executable, "-m", "watercolour.cli", "replay", str(run), "--sheet",
+                              str(tmp_path / "none.png"), "--episode", "9-9-9"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert missing.returncode != 0 and "no episode '9-9-9'" in missing.stderr
+
+
 def test_rank_correlation_handles_ties_and_constant_inputs():
     assert ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
@@ -153,12 +193,13 @@ def test_continue_from_turn_two_keeps_the_recorded_first_turn(recorded_run, envi
 def test_replay_command_line_prints_statistics_gallery_and_export(recorded_run, tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "watercolour.cli", "replay", str(recorded_run), "--gallery", str(tmp_path / "g.html"),
-         "--export", str(tmp_path / "dataset")],
+         "--export", str(tmp_path / "dataset"), "--sheet", str(tmp_path / "episode.png")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "turn  episodes  reward" in completed.stdout and "export:" in completed.stdout
     assert (tmp_path / "g.html").is_file() and (tmp_path / "dataset" / "README.md").is_file()
+    assert "sheet:" in completed.stdout and (tmp_path / "episode.png").read_bytes().startswith(b"\x89PNG")
     bad = subprocess.run([sys.executable, "-m", "watercolour.cli", "replay", str(recorded_run), "--continue-from", "2"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "go together" in bad.stderr
