@@ -94,6 +94,9 @@ def build_tiny(config: TrainConfig, path: Path) -> None:
 # announced wait (measured: docs/experiments/demo-preset.md).
 WARM_START_SECONDS_PER_REVISION_2_CORES = 78 / 64
 WARM_START_SECONDS_PER_STEP_2_CORES = 210 / 180
+# A pretrained kind's step is a 135M model on ~2k-token examples, not a tiny one
+# (docs/experiments/pretrained-policy.md).
+PRETRAINED_WARM_START_SECONDS_PER_STEP_2_CORES = 50
 
 
 def first_run_announcement(config: TrainConfig) -> str:
@@ -101,8 +104,12 @@ def first_run_announcement(config: TrainConfig) -> str:
     if config.tiny_warm_start_steps <= 0:
         return (f"train: building the tiny offline {config.tiny_model} model in {config.model} (seconds; "
                 "untrained, it writes gibberish until warm-started)")
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS
+
+    per_step = (PRETRAINED_WARM_START_SECONDS_PER_STEP_2_CORES if config.tiny_model in PRETRAINED_KINDS
+                else WARM_START_SECONDS_PER_STEP_2_CORES)
     seconds = (config.tiny_warm_start_revisions * WARM_START_SECONDS_PER_REVISION_2_CORES
-               + config.tiny_warm_start_steps * WARM_START_SECONDS_PER_STEP_2_CORES)
+               + config.tiny_warm_start_steps * per_step)
     minutes = max(1, round(seconds / 60))
     return (f"train: first run: building the offline {config.tiny_model} model and warm-starting it "
             f"({config.tiny_warm_start_steps} SFT steps on compact procedural sketches, "
