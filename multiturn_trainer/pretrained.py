@@ -271,8 +271,10 @@ def build_pretrained_vlm(out_dir: str | Path = DEFAULT_VLM_OUT, lm_dir: str | Pa
 # `tiny_model` values that name a pretrained base instead of a tiny random one: the warm start
 # (sft.warm_start_tiny) starts from the cached folder these builders make.
 PRETRAINED_KINDS = ("smollm2", "smollm2-vlm")
-# A pretrained model is fine-tuned, not taught from scratch: the tiny models' 4e-3 would wreck it.
-PRETRAINED_WARM_START_LEARNING_RATE = 1e-4
+# A pretrained model is fine-tuned, not taught from scratch (the tiny models' 4e-3 would wreck it),
+# but 1e-4 left it writing no sketch the gate passes after the preset's 24 steps; 1e-3 taught the
+# form and the edit replies (docs/experiments/pretrained-policy.md).
+PRETRAINED_WARM_START_LEARNING_RATE = 1e-3
 
 
 def pretrained_base(kind: str, seed: int = 0) -> Path:
