@@ -23,7 +23,7 @@ from env.renderer import DEFAULT_BACKEND
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import quiet_cpu_kernel_warnings
-from multiturn_trainer.sft import base_model, warm_start_tiny
+from multiturn_trainer.sft import base_model, warm_start_learning_rate, warm_start_tiny
 from multiturn_trainer.tiny_model import load_pretrained
 
 
@@ -41,7 +41,8 @@ def warm_start_recipe(config: TrainConfig) -> dict[str, Any]:
     recipe: dict[str, Any] = {"tiny_model": config.tiny_model, "steps": max(0, config.tiny_warm_start_steps)}
     if recipe["steps"]:
         recipe.update(revisions=config.tiny_warm_start_revisions, subjects=list(config.subjects),
-                      revision_format=config.revision_format, render_backend=config.render_backend or DEFAULT_BACKEND)
+                      revision_format=config.revision_format, render_backend=config.render_backend or DEFAULT_BACKEND,
+                      learning_rate=warm_start_learning_rate(config.tiny_model))
     return recipe
 
 

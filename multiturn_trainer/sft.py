@@ -308,6 +308,14 @@ def base_model(kind: str, folder: Path, seed: int = 0) -> Path:
     return build_tiny_model(folder, kind=kind, seed=seed)
 
 
+def warm_start_learning_rate(kind: str) -> float:
+    """The warm start's learning rate for a base of ``kind``: a pretrained model is fine-tuned at
+    its own rate, a tiny random one is taught from scratch."""
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS, PRETRAINED_WARM_START_LEARNING_RATE
+
+    return PRETRAINED_WARM_START_LEARNING_RATE if kind in PRETRAINED_KINDS else 4e-3
+
+
 def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, learning_rate: float | None = None,
                     batch_size: int = 4, revisions: int = 64, backend: str | None = None,
                     subjects: list[str] | None = None, revision_format: str = "full") -> SftResult:
@@ -322,13 +330,13 @@ def warm_start_tiny(out_dir: str | Path, kind: str, steps: int, seed: int = 0, l
     import shutil
     import tempfile
 
-    from multiturn_trainer.pretrained import PRETRAINED_KINDS, PRETRAINED_WARM_START_LEARNING_RATE
+    from multiturn_trainer.pretrained import PRETRAINED_KINDS
 
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     pretrained = kind in PRETRAINED_KINDS
     if learning_rate is None:
-        learning_rate = PRETRAINED_WARM_START_LEARNING_RATE if pretrained else 4e-3
+        learning_rate = warm_start_learning_rate(kind)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}-") as scratch:
         base = base_model(kind, Path(scratch) / "base", seed)
         procedural = [s for s in subjects or SUBJECTS if s in SUBJECTS] or None
