@@ -47,6 +47,7 @@ from env.pigment import paint_fraction_of_png
 # What a page may report: never an edit's code (edits are applied in Python before any page
 # exists), so a page can never dress a render up as a failed edit.
 PAGE_REASON_CODES = frozenset(code for code in REASON_CODES if code not in EDIT_REASON_CODES)
+from env.backends import BACKENDS, DEFAULT_BACKEND
 from env.files import source_root
 from env.gate.source import neutralise_for_ses
 from env.portal import Portal
@@ -121,36 +122,6 @@ def library_files() -> dict[str, Path]:
         "/runtime.js": PAGE_DIR / "runtime.js",
     }
 
-
-# Chromium GL backends. "reference" is the plain SwiftShader-GL path everything is checked
-# against; the others trade set-up for raster speed (docs/experiments/renderer-backends.md).
-BACKENDS: dict[str, dict[str, Any]] = {
-    "reference": {
-        "args": ["--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
-        "env": {},
-    },
-    "llvmpipe": {
-        "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist"],
-        "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
-    },
-    # llvmpipe WebGL with p5.brush's 2D fill masks rasterised in software: deterministic and faster
-    # than "llvmpipe", but 8-bit software blending paints lighter (docs/experiments/renderer-backends.md).
-    "llvmpipe-sw2d": {
-        "args": ["--use-gl=angle", "--use-angle=gl-egl", "--ignore-gpu-blocklist", "--disable-accelerated-2d-canvas"],
-        "env": {"EGL_PLATFORM": "surfaceless", "LIBGL_ALWAYS_SOFTWARE": "1"},
-    },
-    "vulkan": {
-        "args": ["--use-gl=angle", "--use-angle=vulkan", "--enable-features=Vulkan",
-                 "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist"],
-        "env": {},
-    },
-}
-# The default. Same software 2D masks as "llvmpipe-sw2d", but the mask canvases are float16:
-# p5.brush builds each fill's mask from dozens of translucent layers, which 8-bit blending loses
-# paint on; float16 keeps the reference's look at the software path's speed, byte-deterministic
-# (docs/experiments/renderer-backends.md).
-BACKENDS["llvmpipe-f16"] = {**BACKENDS["llvmpipe-sw2d"], "float16_masks": True}
-DEFAULT_BACKEND = "llvmpipe-f16"
 
 # Flags shared by every backend: no network, no background work, nothing written to disk.
 SANDBOX_ARGS = [

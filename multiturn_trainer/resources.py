@@ -19,7 +19,7 @@ import torch
 from agent.messages import first_turn_messages
 from agent.policies import EndpointPolicy, LocalModelPolicy
 from env.errors import UsageError
-from env.renderer import DEFAULT_BACKEND
+from env.backends import DEFAULT_BACKEND
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.families import family_of
 from multiturn_trainer.kernels import quiet_cpu_kernel_warnings

@@ -262,3 +262,28 @@ def test_gpu_check_json_keeps_the_finished_phases_when_killed(tmp_path):
     for phase in ("environment", "kernels", "build", "generate_hf"):
         assert report[phase]["status"] == "ok", phase
     assert "projection" not in report and "step" not in report
+
+
+# What the GPU image lacks (device_wheels.sh carries only the fla kernels).
+NOT_ON_THE_GPU_IMAGE = ("trl", "datasets", "pydantic", "vllm", "playwright", "tree_sitter", "tree_sitter_javascript")
+# The project modules the check's model phases import on the device.
+MODEL_PHASE_MODULES = ("multiturn_trainer.tiny_model", "multiturn_trainer.episodes", "multiturn_trainer.kernels",
+                       "multiturn_trainer.train", "agent.messages")
+
+
+def test_model_phases_import_without_what_the_gpu_image_lacks():
+    """The fast guard for `make rehearse-device`: an import of the gate (tree-sitter) or TRL at
+    the top of a module the model phases load fails the H200 run before it measures anything."""
+    program = (
+        "import importlib, importlib.abc, sys\n"
+        f"blocked = {NOT_ON_THE_GPU_IMAGE!r}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in blocked:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (not on the GPU image)')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for module in {MODEL_PHASE_MODULES!r}:\n"
+        "    importlib.import_module(module)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
