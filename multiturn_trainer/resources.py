@@ -78,9 +78,13 @@ def ensure_model(config: TrainConfig) -> str:
 def build_tiny(config: TrainConfig, path: Path) -> None:
     """The config's tiny model at ``path``: its base, warm-started when it asks for SFT steps."""
     if config.tiny_warm_start_steps > 0:
-        warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
-                        revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
-                        subjects=config.subjects, revision_format=config.revision_format)
+        result = warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
+                                 revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
+                                 subjects=config.subjects, revision_format=config.revision_format)
+        if result.longest_reply_tokens > config.max_completion_length:
+            print(f"train: warning: the warm start taught replies of up to {result.longest_reply_tokens} tokens "
+                  f"and max_completion_length is {config.max_completion_length}: longer sketches are cut "
+                  "mid-line (syntax_error); raise --max-completion-length", flush=True)
         return
     import shutil
 

@@ -52,6 +52,9 @@ class SftResult:
     steps: int
     first_loss: float
     last_loss: float
+    # The longest reply it was taught, in the model's tokens: a policy whose max_completion_length
+    # is shorter has its sketches cut mid-line (syntax_error) before GRPO sees one.
+    longest_reply_tokens: int = 0
 
 
 def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None,
@@ -177,6 +180,15 @@ def tokenize_example(processor, example: dict[str, Any], family: ModelFamily = F
     return episode
 
 
+def longest_reply(episode: EpisodeTokens) -> int:
+    """The most policy tokens in one turn of the example."""
+    longest = run = 0
+    for trained in episode.env_mask:
+        run = run + 1 if trained else 0
+        longest = max(longest, run)
+    return longest
+
+
 def sft_labels(episode: EpisodeTokens) -> list[int]:
     """Labels for the loss: the policy's tokens; the prompt and environment tokens are -100."""
     completion = [t if trained else -100 for t, trained in zip(episode.completion_ids, episode.env_mask)]
@@ -263,7 +275,8 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=mean(losses[-5:]))
+    return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=mean(losses[-5:]),
+                     longest_reply_tokens=max(longest_reply(e) for e in encoded))
 
 
 def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random,

@@ -304,3 +304,30 @@ def test_the_cached_warm_start_is_rebuilt_for_another_recipe_and_kept_for_its_ow
     (own / "config.json").write_text("{}")
     assert resources.ensure_model(TrainConfig(model=str(own), tiny_model="dense", tiny_warm_start_steps=160)) == str(own)
     assert builds == [180, 160] and not (own / resources.WARM_START_STAMP).exists()
+
+
+def test_the_warm_start_reports_its_longest_reply_and_train_warns_when_the_cap_cuts_it(tmp_path, monkeypatch, capsys):
+    """Sketches the warm start taught that max_completion_length cannot hold are cut mid-line
+    (syntax_error) on every turn: the learn-pretrained preset ran so before anyone saw why."""
+    import multiturn_trainer.resources as resources
+    from agent.messages import first_turn_messages
+    from multiturn_trainer.config import TrainConfig
+    from multiturn_trainer.episodes import reply_ids
+    from multiturn_trainer.sft import SftResult, run_sft
+    from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
+
+    base = build_tiny_model(tmp_path / "base", kind="dense", seed=0)
+    completions = ["```js\nbackground(250);\n```", "```js\n" + "brush.circle(300, 300, 40);\n" * 6 + "```"]
+    examples = [{"subject": "a pond", "prompt_messages": first_turn_messages("a pond"), "completion": c} for c in completions]
+    result = run_sft(str(base), tmp_path / "tuned", examples, epochs=1, batch_size=2, quiet=True)
+    _, processor = load_pretrained(str(base))
+    assert result.longest_reply_tokens == max(len(reply_ids(processor, c)) for c in completions) > 0
+
+    taught = 900
+    monkeypatch.setattr(resources, "warm_start_tiny", lambda *a, **k: SftResult(tmp_path, 1, 1.0, 0.5, taught))
+    config = TrainConfig(model=str(tmp_path / "painter"), tiny_model="dense", tiny_warm_start_steps=1, max_completion_length=512)
+    resources.build_tiny(config, tmp_path / "painter")
+    assert "taught replies of up to 900 tokens and max_completion_length is 512" in capsys.readouterr().out
+    taught = 400
+    resources.build_tiny(config, tmp_path / "painter")
+    assert "warning" not in capsys.readouterr().out
