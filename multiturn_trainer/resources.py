@@ -81,10 +81,11 @@ def build_tiny(config: TrainConfig, path: Path) -> None:
         result = warm_start_tiny(path, config.tiny_model, config.tiny_warm_start_steps, seed=config.seed,
                                  revisions=config.tiny_warm_start_revisions, backend=config.render_backend,
                                  subjects=config.subjects, revision_format=config.revision_format)
-        if result.longest_reply_tokens > config.max_completion_length:
-            print(f"train: warning: the warm start taught replies of up to {result.longest_reply_tokens} tokens "
-                  f"and max_completion_length is {config.max_completion_length}: longer sketches are cut "
-                  "mid-line (syntax_error); raise --max-completion-length", flush=True)
+        cut = [n for n in result.reply_tokens if n > config.max_completion_length]
+        if cut:
+            print(f"train: {len(cut)} of {len(result.reply_tokens)} warm-start replies (the longest {max(cut)} tokens) "
+                  f"are longer than max_completion_length {config.max_completion_length}: a sketch that long is "
+                  "cut mid-line (syntax_error) unless the policy learns shorter ones (--max-completion-length)", flush=True)
         return
     import shutil
 

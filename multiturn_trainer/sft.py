@@ -19,7 +19,7 @@ is an ordinary checkpoint folder for ``train --model``.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,9 @@ class SftResult:
     steps: int
     first_loss: float
     last_loss: float
-    # The longest reply it was taught, in the model's tokens: a policy whose max_completion_length
-    # is shorter has its sketches cut mid-line (syntax_error) before GRPO sees one.
-    longest_reply_tokens: int = 0
+    # Each example's longest reply, in the model's tokens: replies longer than a policy's
+    # max_completion_length are sketches it was taught but cannot finish (cut mid-line: syntax_error).
+    reply_tokens: list[int] = field(default_factory=list)
 
 
 def load_examples(source: str, n: int, seed: int, subjects: list[str] | None = None,
@@ -276,7 +276,7 @@ def run_sft(model_path: str, out_dir: str | Path, examples: list[dict[str, Any]]
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
     return SftResult(out_dir=out_dir, steps=steps, first_loss=losses[0], last_loss=mean(losses[-5:]),
-                     longest_reply_tokens=max(longest_reply(e) for e in encoded))
+                     reply_tokens=[longest_reply(e) for e in encoded])
 
 
 def length_grouped_batches(lengths: list[int], batch_size: int, rng: random.Random,
