@@ -61,6 +61,21 @@ class EpisodeTokens:
             self.image_grid_thw.append(turn.image_grid_thw)
 
 
+def turn_of_each_token(env_mask: list[int]) -> list[int]:
+    """1-based turn of every completion token; environment tokens 0. A turn's tokens are the
+    policy tokens (mask 1) after that many environment turns (runs of mask 0)."""
+    turns, turn, in_environment = [], 1, False
+    for value in env_mask:
+        if value:
+            if in_environment:
+                turn, in_environment = turn + 1, False
+            turns.append(turn)
+        else:
+            in_environment = True
+            turns.append(0)
+    return turns
+
+
 def reply_ids(processor, text: str) -> list[int]:
     """A reply written out of band (SFT targets, recorded replies) as policy tokens, closed with
     the end-of-turn token."""

@@ -32,7 +32,7 @@ from trl.trainer.utils import nanstd
 
 from multiturn_trainer.config import TrainConfig
 from multiturn_trainer.env_backends import EpisodeEnvironments
-from multiturn_trainer.episodes import loss_image_inputs
+from multiturn_trainer.episodes import loss_image_inputs, turn_of_each_token
 from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.families import family_of
 from multiturn_trainer.rollout import Episode, EpisodeBatch, EpisodeRunner, run_into_store
@@ -351,21 +351,6 @@ class MultiTurnGRPOTrainer(GRPOTrainer):
             kept = sorted((p for p in root.iterdir() if p.name.startswith("step-")), key=checkpoint_step)
             for old in kept[:-limit]:
                 shutil.rmtree(old, ignore_errors=True)
-
-
-def turn_of_each_token(env_mask: list[int]) -> list[int]:
-    """1-based turn of every completion token; environment tokens 0. A turn's tokens are the
-    policy tokens (mask 1) after that many environment turns (runs of mask 0)."""
-    turns, turn, in_environment = [], 1, False
-    for value in env_mask:
-        if value:
-            if in_environment:
-                turn, in_environment = turn + 1, False
-            turns.append(turn)
-        else:
-            in_environment = True
-            turns.append(0)
-    return turns
 
 
 def turn_advantages(episodes: list[Episode], generations: int, width: int, scale: str,

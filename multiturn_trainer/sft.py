@@ -19,6 +19,7 @@ is an ordinary checkpoint folder for ``train --model``.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from tqdm.auto import tqdm
 from agent.messages import first_turn_messages, revision_content, template_variables
 from env.errors import UsageError
 from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
-from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids
+from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids, turn_of_each_token
 from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.families import FAMILIES, ModelFamily, family_of
 from multiturn_trainer.tiny_model import build_tiny_model, load_pretrained
@@ -182,11 +183,7 @@ def tokenize_example(processor, example: dict[str, Any], family: ModelFamily = F
 
 def longest_reply(episode: EpisodeTokens) -> int:
     """The most policy tokens in one turn of the example."""
-    longest = run = 0
-    for trained in episode.env_mask:
-        run = run + 1 if trained else 0
-        longest = max(longest, run)
-    return longest
+    return max(Counter(turn for turn in turn_of_each_token(episode.env_mask) if turn).values(), default=0)
 
 
 def sft_labels(episode: EpisodeTokens) -> list[int]:
