@@ -43,6 +43,8 @@ from env.gate.extract import _decode_reply, _strip_thinking
 from env.text import safe_text
 
 MAX_EDIT_BLOCKS = 64
+# How many lines more than the fewest a written edit may quote to quote fewer characters.
+QUOTE_EXTRA_LINES = 2
 # How much of a failing block the feedback quotes: enough to find it, never a flood.
 EXCERPT_CHARS = 80
 
@@ -207,8 +209,9 @@ def _marker_name(line: str) -> str:
 
 def edit_reply(old: str, new: str) -> str:
     """SEARCH/REPLACE blocks that turn ``old`` into ``new`` (up to trailing newlines), each SEARCH
-    the fewest lines around its change that occur once in the sketch it applies to: what a model
-    is taught to send. Empty string when nothing changes."""
+    the changed lines, or for an insertion the shortest lines beside it, with as few neighbours as
+    make it occur once in the sketch it applies to (``_unique_context``): what a model is taught
+    to send. Empty string when nothing changes."""
     old_lines = normalise_newlines(old).rstrip("\n").split("\n")
     new_lines = normalise_newlines(new).rstrip("\n").split("\n")
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
@@ -229,16 +232,22 @@ def edit_reply(old: str, new: str) -> str:
 
 
 def _unique_context(lines: list[str], start: int, end: int) -> tuple[int, int]:
-    """The shortest span [s0, s1) around lines[start:end] (fewest added lines, then fewest
-    characters) that holds a non-blank line and occurs once in ``lines``."""
+    """The span [s0, s1) around lines[start:end] that is easiest to quote exactly: it holds a
+    non-blank line and occurs once in ``lines``, and among such spans of at most
+    ``QUOTE_EXTRA_LINES`` lines more than the fewest it has the fewest characters (then lines).
+    A model copies a short comment line more reliably than a long coordinate line beside it."""
+    spans: list[tuple[int, int, int, int]] = []
+    fewest = None
     for grow in range(len(lines) + 1):
-        spans = []
+        if fewest is not None and grow > fewest + QUOTE_EXTRA_LINES:
+            break
         for before in range(grow + 1):
             s0, s1 = max(0, start - before), min(len(lines), end + grow - before)
             span = lines[s0:s1]
             if span and any(line.strip() for line in span) and _find(lines, span) == s0:
-                spans.append((sum(len(line) for line in span), s0, s1))
-        if spans:
-            _, s0, s1 = min(spans)
-            return s0, s1
-    return 0, len(lines)
+                spans.append((sum(len(line) for line in span), s1 - s0, s0, s1))
+                fewest = grow if fewest is None else fewest
+    if not spans:
+        return 0, len(lines)
+    _, _, s0, s1 = min(spans)
+    return s0, s1

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from agent.messages import first_turn_messages, revision_content, template_variables
 from env.errors import UsageError
-from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples
+from multiturn_trainer.procedural import FLAWS, SUBJECTS, flawed_draft, generate_sketch, sft_examples, without_layer
 from multiturn_trainer.episodes import EpisodeTokens, environment_turn, loss_image_inputs, reply_ids, turn_of_each_token
 from multiturn_trainer.evaluation_stats import mean
 from multiturn_trainer.families import FAMILIES, ModelFamily, family_of
@@ -44,6 +44,11 @@ COMPACT_SECTIONS = 3
 # Revisions go from 2 layers to 3: "add the missing layer" is a refinement the tiny model can
 # learn, and the turn-1 painting it sees is often too faint to pass, as the feedback says.
 REVISION_SECTIONS = (2, 3)
+# With edits the layer added is the third of four, put back between its neighbours: the draft has
+# a compact sketch's three layers (what the policy drafts), and the edit quotes the short line
+# after the gap (the next layer's comment) rather than restating the last layer's coordinates,
+# which a SmolLM2 policy did not copy exactly (docs/experiments/pretrained-policy.md).
+EDIT_REVISION_SECTIONS = 4
 TEMPLATE_KWARGS = {"enable_thinking": False}
 
 
@@ -97,7 +102,8 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
 
     With ``revision_format`` "edit" the better sketch is sent as SEARCH/REPLACE blocks against
     the draft's sketch as the environment holds it (``edit_completion``), so the model starts
-    able to edit; a fix that would change most of the sketch stays a full rewrite.
+    able to edit; a fix that would change most of the sketch stays a full rewrite. The added layer
+    is then a middle one (``EDIT_REVISION_SECTIONS``), so its edit quotes a short line.
     """
     from env.turn import turn_observation
 
@@ -109,9 +115,15 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     first, second = REVISION_SECTIONS
     drafts, completions = [], []
     for subject, sketch_seed, flaw in plans:
-        finished = generate_sketch(subject, sketch_seed, second)
-        draft = (generate_sketch(subject, sketch_seed, first) if flaw is None
-                 else flawed_draft(finished, flaw, random.Random(f"{flaw}\x00{sketch_seed}")))
+        if flaw is None and revision_format == "edit":
+            finished = generate_sketch(subject, sketch_seed, EDIT_REVISION_SECTIONS)
+            draft = without_layer(finished, EDIT_REVISION_SECTIONS - 2)
+        elif flaw is None:
+            finished = generate_sketch(subject, sketch_seed, second)
+            draft = generate_sketch(subject, sketch_seed, first)
+        else:
+            finished = generate_sketch(subject, sketch_seed, second)
+            draft = flawed_draft(finished, flaw, random.Random(f"{flaw}\x00{sketch_seed}"))
         # A cut-off reply has no closing fence, as when generation hits the token limit.
         drafts.append(f"```js\n{draft}" + ("" if flaw == "cut_off" else "```"))
         completions.append(f"```js\n{finished}```")

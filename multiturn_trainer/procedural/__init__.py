@@ -15,6 +15,6 @@ revision examples).
 """
 
 from multiturn_trainer.procedural.flaws import FLAWS, flawed_draft
-from multiturn_trainer.procedural.generator import SUBJECTS, check_composers, generate_sketch, sft_examples
+from multiturn_trainer.procedural.generator import SUBJECTS, check_composers, generate_sketch, sft_examples, without_layer
 
-__all__ = ["FLAWS", "SUBJECTS", "check_composers", "flawed_draft", "generate_sketch", "sft_examples"]
+__all__ = ["FLAWS", "SUBJECTS", "check_composers", "flawed_draft", "generate_sketch", "sft_examples", "without_layer"]

@@ -44,6 +44,17 @@ def generate_sketch(subject: str, seed: int, max_sections: int | None = None) ->
     return painter.sketch(subject, max_sections)
 
 
+def without_layer(sketch: str, index: int) -> str:
+    """``sketch`` without the ``index``-th layer of its painting (0: the first ``  // name``
+    section of ``draw()``), and the blank line that separated it: a draft that a revision
+    completes by putting the layer back between its neighbours."""
+    lines = sketch.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("  // ")]
+    if not 0 <= index < len(starts) - 1:
+        raise ValueError(f"the sketch has {len(starts)} layers; a layer other than the last one is removed, not {index}")
+    return "\n".join(lines[:starts[index]] + lines[starts[index + 1]:])
+
+
 def sft_examples(n: int, seed: int = 0, max_sections: int | None = None,
                  subjects: Sequence[str] | None = None, revision_format: str = "full") -> list[dict[str, Any]]:
     """``n`` supervised turn-1 examples: the prompt messages and a fenced sketch as the completion.

@@ -12,7 +12,7 @@ from env.contract import EDIT_REASON_CODES, REASON_CODES, SketchContract
 from env.core import gate_turn
 from env.edits import MAX_EDIT_BLOCKS, edit_reply, is_edit_reply, resolve_turn
 from env.prompts import SKETCH_SKELETON
-from multiturn_trainer.procedural import SUBJECTS, generate_sketch
+from multiturn_trainer.procedural import SUBJECTS, generate_sketch, without_layer
 
 from helpers import RECORD_KEYS, SMALL_SKETCH, run_cli
 
@@ -155,6 +155,28 @@ def test_edit_reply_turns_one_sketch_into_another_for_every_procedural_subject()
         assert resolve_turn(one_line, finished).code.rstrip("\n") == changed.rstrip("\n")
         assert one_line.count("\n") == 4, one_line
 
+
+
+def test_an_edit_that_puts_a_layer_back_quotes_a_short_line_not_coordinates():
+    # The warm start's edit examples (multiturn_trainer.sft): a SmolLM2 policy did not copy long
+    # coordinate lines exactly, so an insertion is anchored on the short line beside the gap.
+    rng = random.Random(1)
+    for subject in SUBJECTS:
+        finished = generate_sketch(subject, rng.randrange(2**31), 4)
+        draft = without_layer(finished, 2)
+        reply = edit_reply(draft, finished)
+        assert resolve_turn(reply, draft).code.rstrip("\n") == finished.rstrip("\n"), subject
+        search = reply.split("\n=======\n")[0].split("\n")[1:]
+        assert sum(len(line) for line in search) <= 40 and "[[" not in "".join(search), (subject, search)
+
+
+def test_without_layer_keeps_every_other_line_and_refuses_the_last_layer():
+    finished = generate_sketch("tulips in a glass vase", 4, 3)
+    draft = without_layer(finished, 1)
+    assert draft.count("  // ") == finished.count("  // ") - 1
+    assert set(draft.split("\n")) <= set(finished.split("\n"))
+    with pytest.raises(ValueError, match="layers"):
+        without_layer(finished, 2)
 
 # --- `watercolour render --revise` ------------------------------------------------------------
 

@@ -74,6 +74,10 @@ def test_edit_revision_examples_send_edits_that_repair_the_draft_the_environment
         system = example["prompt_messages"][0]["content"][0]["text"]
         assert "<<<<<<< SEARCH" in system and "never a fragment or a diff" not in system
     assert edits >= len(examples) // 2  # most revisions are edits; a fix that changes most of it is a rewrite
+    for example in examples[0::2]:  # a layer put back between two: the edit quotes no coordinates
+        search = example["completion"].split("\n=======\n")[0]
+        assert search.startswith("<<<<<<< SEARCH") and "[[" not in search, search
+        assert example["draft"].count("\n  // ") == 3  # a compact sketch's layers, as the policy drafts
 
 
 @pytest.mark.slow  # warm-started tiny policy
