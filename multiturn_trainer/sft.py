@@ -115,15 +115,15 @@ def revision_examples(n: int, seed: int, evaluator, subjects: list[str] | None =
     first, second = REVISION_SECTIONS
     drafts, completions = [], []
     for subject, sketch_seed, flaw in plans:
-        if flaw is None and revision_format == "edit":
-            finished = generate_sketch(subject, sketch_seed, EDIT_REVISION_SECTIONS)
-            draft = without_layer(finished, EDIT_REVISION_SECTIONS - 2)
-        elif flaw is None:
-            finished = generate_sketch(subject, sketch_seed, second)
-            draft = generate_sketch(subject, sketch_seed, first)
-        else:
-            finished = generate_sketch(subject, sketch_seed, second)
+        put_back = flaw is None and revision_format == "edit"
+        sections = EDIT_REVISION_SECTIONS if put_back else second
+        finished = generate_sketch(subject, sketch_seed, sections)
+        if flaw is not None:
             draft = flawed_draft(finished, flaw, random.Random(f"{flaw}\x00{sketch_seed}"))
+        elif put_back:
+            draft = without_layer(finished, sections - 2)
+        else:
+            draft = generate_sketch(subject, sketch_seed, first)
         # A cut-off reply has no closing fence, as when generation hits the token limit.
         drafts.append(f"```js\n{draft}" + ("" if flaw == "cut_off" else "```"))
         completions.append(f"```js\n{finished}```")

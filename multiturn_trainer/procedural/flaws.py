@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import re
 
+from multiturn_trainer.procedural.painter import layer_starts
+
 # What the tiny model gets wrong, counted over 256 turns of a demo: 95 render errors from a
 # malformed hex colour ('#9d7e6', one digit short), 47 syntax errors (a sketch cut off or
 # garbled), 50 blank canvases (shapes of one or two points, or layers too faint to count),
@@ -35,7 +37,7 @@ def flawed_draft(sketch: str, flaw: str, rng: random.Random) -> str:
         return sketch[:cut]
     if flaw == "forbidden_call":
         lines = sketch.splitlines()
-        at = max(i for i, line in enumerate(lines) if line.startswith("  // "))
+        at = max(layer_starts(lines))
         title = sketch[3:sketch.index(":")].split(" ")[-1]
         lines.insert(at, rng.choice(_FORBIDDEN_LINES).format(title=title))
         return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from agent.messages import first_turn_messages
 from agent.subjects import subjects as subject_split
 from multiturn_trainer.procedural.compositions import COMPOSERS
-from multiturn_trainer.procedural.painter import Painter
+from multiturn_trainer.procedural.painter import Painter, layer_starts
 
 # The train split of configs/subjects.yaml; every one of them needs a composer.
 SUBJECTS: tuple[str, ...] = subject_split("train")
@@ -49,7 +49,7 @@ def without_layer(sketch: str, index: int) -> str:
     section of ``draw()``), and the blank line that separated it: a draft that a revision
     completes by putting the layer back between its neighbours."""
     lines = sketch.split("\n")
-    starts = [i for i, line in enumerate(lines) if line.startswith("  // ")]
+    starts = layer_starts(lines)
     if not 0 <= index < len(starts) - 1:
         raise ValueError(f"the sketch has {len(starts)} layers; a layer other than the last one is removed, not {index}")
     return "\n".join(lines[:starts[index]] + lines[starts[index + 1]:])

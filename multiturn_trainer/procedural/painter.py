@@ -9,6 +9,11 @@ from typing import Any, Sequence
 from multiturn_trainer.procedural.shapes import CANVAS, Point, clamp
 
 PAPER = "#f8f1e4"
+
+
+def layer_starts(lines: Sequence[str]) -> list[int]:
+    """Where each layer of ``draw()`` begins: its ``  // name`` comment line."""
+    return [i for i, line in enumerate(lines) if line.startswith("  // ")]
 MAX_LINE_CHARS = 100
 
 
@@ -101,7 +106,7 @@ class Painter:
         title = subject[:1].upper() + subject[1:]
         body = self.body
         if max_sections is not None:
-            starts = [i for i, line in enumerate(body) if line.startswith("  // ")]
+            starts = layer_starts(body)
             # A compact sketch skips the paper wash: it is nearly paper-coloured (under the
             # gate's pigment threshold), so it would spend the few layers on nothing visible.
             if body and body[0] == "  // background wash" and len(starts) > 1:

@@ -156,7 +156,6 @@ def test_edit_reply_turns_one_sketch_into_another_for_every_procedural_subject()
         assert one_line.count("\n") == 4, one_line
 
 
-
 def test_an_edit_that_puts_a_layer_back_quotes_a_short_line_not_coordinates():
     # The warm start's edit examples (multiturn_trainer.sft): a SmolLM2 policy did not copy long
     # coordinate lines exactly, so an insertion is anchored on the short line beside the gap.
@@ -177,6 +176,7 @@ def test_without_layer_keeps_every_other_line_and_refuses_the_last_layer():
     assert set(draft.split("\n")) <= set(finished.split("\n"))
     with pytest.raises(ValueError, match="layers"):
         without_layer(finished, 2)
+
 
 # --- `watercolour render --revise` ------------------------------------------------------------
 
