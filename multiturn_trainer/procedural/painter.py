@@ -9,12 +9,12 @@ from typing import Any, Sequence
 from multiturn_trainer.procedural.shapes import CANVAS, Point, clamp
 
 PAPER = "#f8f1e4"
+MAX_LINE_CHARS = 100
 
 
 def layer_starts(lines: Sequence[str]) -> list[int]:
     """Where each layer of ``draw()`` begins: its ``  // name`` comment line."""
     return [i for i, line in enumerate(lines) if line.startswith("  // ")]
-MAX_LINE_CHARS = 100
 
 
 def _number(value: float) -> str:
